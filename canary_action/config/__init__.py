@@ -1,0 +1,1 @@
+"""The canary config: schema, loading (YAML, --set overrides, readable errors) and thresholds."""

@@ -1,0 +1,270 @@
+"""CanaryConfig: the closed schema of a canary run, one class per algorithm family.
+
+A superset of the flat format users of rlhf-canary 0.1 already write: every old key keeps its name, default
+and meaning; new keys extend it. The docs live on the fields and are checked against the README.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from canary_action.config.thresholds import ThresholdOverrides
+from canary_action.train.builtin import catalog
+
+TrainingType = Literal["sft", "dpo", "grpo", "rloo", "ppo", "custom"]
+Dtype = Literal["auto", "fp32", "bf16", "fp16"]
+Device = Literal["auto", "cuda", "cpu"]
+AttnImplementation = Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"]
+DpoLossType = Literal[
+    "sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot", "aot_pair",
+    "apo_zero", "apo_down", "discopop", "sft",
+]  # fmt: skip
+
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+class StrictModel(BaseModel):
+    """Closed: an unknown key is an error (with a "did you mean" from the loader), never ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class ProfilerConfig(StrictModel):
+    enabled: bool = Field(False, description="Record a torch.profiler window (its steps leave the timing summaries).")
+    start_step: int = Field(50, ge=1, description="First optimizer step inside the profiler window.")
+    num_steps: int = Field(20, ge=1, description="Number of optimizer steps recorded.")
+    output_dir: str = Field("./profiler_traces", description="Where the chrome trace is written (relative: to the run).")
+    record_shapes: bool = Field(True, description="Record input shapes of each op.")
+    profile_memory: bool = Field(True, description="Record tensor allocations.")
+    with_stack: bool = Field(False, description="Record Python stacks (slow; for a closer look only).")
+    top_k: int = Field(20, ge=1, le=500, description="How many ops the metrics.json top-ops summary keeps.")
+
+
+class FaultInjection(StrictModel):
+    """Planted faults, to prove the gate catches them (a canary for the canary). Never set in a real gate."""
+
+    nan_loss_at_step: int | None = Field(None, ge=1, description="Multiply the loss by NaN at this optimizer step.")
+    crash_at_step: int | None = Field(None, ge=1, description="Raise an exception during this optimizer step.")
+    sleep_s_per_step: float = Field(0.0, ge=0, description="Sleep this long inside every step (a planted slowdown).")
+
+
+class CommonConfig(StrictModel):
+    """Keys every training type shares."""
+
+    # identity
+    name: str = Field(description="Canary name: names the baseline artifact and the sticky PR comment.")
+    description: str = Field("", description="Free text shown in reports.")
+    training_type: TrainingType = Field(description="sft, dpo, grpo, rloo, ppo or custom.")
+    # model
+    model_name: str = Field(
+        "EleutherAI/pythia-70m",
+        description="Hub id, local directory, or builtin:<name> (random weights, no download: "
+        + ", ".join(catalog.MODELS) + ").",
+    )
+    model_revision: str | None = Field(None, description="Hub revision (branch, tag or commit) of the model.")
+    tokenizer_name: str | None = Field(
+        None, description="Tokenizer hub id or path; default: the model's own (builtin models: the builtin tokenizer)."
+    )
+    dtype: Dtype = Field(
+        "auto", description="auto = bf16 on a CUDA GPU that supports it, else fp16 on CUDA, fp32 on CPU. fp16 on CPU is refused."
+    )
+    device: Device = Field("auto", description="cuda fails fast when no GPU is visible; auto takes a GPU if there is one.")
+    attn_implementation: AttnImplementation | None = Field(None, description="Attention kernel; default: transformers' choice.")
+    gradient_checkpointing: bool = Field(False, description="Recompute activations in the backward pass.")
+    torch_compile: bool = Field(False, description="Compile the model with torch.compile (compile time is reported apart).")
+    use_peft: bool = Field(True, description="Train LoRA adapters instead of the full model.")
+    lora_r: int = Field(16, ge=1, description="LoRA rank.")
+    lora_alpha: int = Field(32, ge=1, description="LoRA alpha.")
+    lora_dropout: float = Field(0.05, ge=0, lt=1, description="LoRA dropout.")
+    lora_target_modules: list[str] | Literal["all-linear"] | None = Field(
+        None, description="Modules LoRA wraps; default: PEFT's choice for the architecture."
+    )
+    load_in_4bit: bool = Field(False, description="Load the base model in 4 bit (bitsandbytes; CUDA only).")
+    load_in_8bit: bool = Field(False, description="Load the base model in 8 bit (bitsandbytes; CUDA only).")
+    # data
+    dataset_name: str = Field(
+        "Anthropic/hh-rlhf",
+        description="Hub id, local .jsonl/.json/.parquet file, or builtin:<name> (" + ", ".join(catalog.DATASETS) + ").",
+    )
+    dataset_split: str = Field("train", description="Split to read.")
+    dataset_subset: str | None = Field(None, description="Hub dataset configuration (subset) name.")
+    dataset_revision: str | None = Field(None, description="Hub revision of the dataset.")
+    dataset_size: int = Field(1024, ge=1, description="Number of examples taken (the first N of the split).")
+    max_length: int = Field(256, ge=8, description="Maximum tokens per sequence (prompt + completion).")
+    max_prompt_length: int = Field(64, ge=1, description="Maximum prompt tokens (longer prompts keep their end).")
+    # optimisation
+    max_steps: int = Field(100, ge=1, description="Optimizer steps in the canary run.")
+    batch_size: int = Field(2, ge=1, description="Per-device micro-batch size.")
+    gradient_accumulation_steps: int = Field(4, ge=1, description="Micro-batches per optimizer step.")
+    learning_rate: float = Field(5e-5, gt=0, description="Peak learning rate.")
+    warmup_steps: int = Field(10, ge=0, description="Learning-rate warm-up steps.")
+    max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping norm (0 disables clipping).")
+    seed: int = Field(42, description="Seed for weights of builtin models, data order and dropout.")
+    output_dir: str = Field("./canary_output", description="Where runs are written: <output_dir>/<run_id>/metrics.json.")
+    # measurement
+    metrics_warmup_steps: int | Literal["auto"] = Field(
+        "auto", description="Steps excluded from timing summaries: a number, or auto (detected from the step times)."
+    )
+    stop_on_non_finite: bool = Field(True, description="Stop at the first NaN/Inf loss or gradient (still writes metrics).")
+    timeout_minutes: float = Field(60.0, gt=0, description="Wall-clock limit of the training loop; the run stops early after it.")
+    profiler: ProfilerConfig = Field(default_factory=ProfilerConfig, description="torch.profiler window.")
+    thresholds: ThresholdOverrides | None = Field(None, description="Inline overrides of the comparison thresholds.")
+    fault_injection: FaultInjection | None = Field(None, description="Planted faults for testing the gate itself.")
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_slug(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", value):
+            raise ValueError("use 1-100 letters, digits, '.', '_' or '-' (it names files and an artifact)")
+        return value
+
+    @field_validator("model_name", "tokenizer_name")
+    @classmethod
+    def _builtin_model_exists(cls, value: str | None) -> str | None:
+        builtin = catalog.split(value or "")
+        if builtin is not None and builtin not in catalog.MODELS:
+            raise ValueError(f"unknown builtin model {builtin!r}; builtin models: {', '.join(catalog.MODELS)}")
+        return value
+
+    @field_validator("dataset_name")
+    @classmethod
+    def _builtin_dataset_exists(cls, value: str) -> str:
+        builtin = catalog.split(value)
+        if builtin is not None and builtin not in catalog.DATASETS:
+            raise ValueError(f"unknown builtin dataset {builtin!r}; builtin datasets: {', '.join(catalog.DATASETS)}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CommonConfig:
+        if self.load_in_4bit and self.load_in_8bit:
+            raise ValueError("load_in_4bit and load_in_8bit exclude each other: pick one")
+        if (self.load_in_4bit or self.load_in_8bit) and not self.use_peft:
+            raise ValueError("a quantized base model cannot be trained in full: set use_peft: true")
+        if self.max_prompt_length >= self.max_length:
+            raise ValueError(f"max_prompt_length ({self.max_prompt_length}) must be below max_length ({self.max_length})")
+        builtin = catalog.split(self.dataset_name)
+        if builtin is not None and catalog.DATASETS[builtin] not in self.accepted_dataset_kinds():
+            raise ValueError(
+                f"builtin:{builtin} holds {catalog.DATASETS[builtin]} data; {self.training_type} needs "
+                + " or ".join(self.accepted_dataset_kinds())
+            )
+        return self
+
+    def accepted_dataset_kinds(self) -> tuple[catalog.DatasetKind, ...]:
+        """Data shapes this family can train on; custom trainers bring their own data, so all."""
+        return ("preference", "sft", "messages", "prompts")
+
+
+class SFTConfig(CommonConfig):
+    training_type: Literal["sft"]
+    packing: bool = Field(False, description="Pack several examples into each sequence (SFT).")
+    completion_only_loss: bool | None = Field(None, description="Loss on completions only (prompt/completion data).")
+
+    def accepted_dataset_kinds(self) -> tuple[catalog.DatasetKind, ...]:
+        return ("sft", "messages", "preference")  # preference data: the chosen answer is the target
+
+
+class DPOConfig(CommonConfig):
+    training_type: Literal["dpo"]
+    beta: float = Field(0.1, gt=0, description="DPO temperature: strength of the pull towards the reference model.")
+    loss_type: DpoLossType = Field("sigmoid", description="DPO loss variant (TRL's names).")
+    precompute_ref_log_probs: bool = Field(False, description="Compute reference log-probs once before training.")
+
+    def accepted_dataset_kinds(self) -> tuple[catalog.DatasetKind, ...]:
+        return ("preference",)
+
+
+class OnlineRLConfig(CommonConfig):
+    """Fields GRPO and RLOO share: they generate completions and score them."""
+
+    num_generations: int = Field(4, ge=2, description="Completions sampled per prompt (the group).")
+    max_new_tokens: int = Field(64, ge=1, description="Maximum tokens generated per completion.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
+    reward_funcs: list[str] = Field(
+        default_factory=list,
+        description="Reward functions: builtin:<name> (" + ", ".join(catalog.REWARDS) + ") or module:function.",
+    )
+    reward_model: str | None = Field(None, description="Reward model (sequence classifier): hub id, path or builtin:<name>.")
+
+    @field_validator("reward_funcs")
+    @classmethod
+    def _reward_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            builtin = catalog.split(name)
+            if builtin is not None and builtin not in catalog.REWARDS:
+                raise ValueError(f"unknown builtin reward {builtin!r}; builtin rewards: {', '.join(catalog.REWARDS)}")
+            if builtin is None and not _IMPORT_PATH.match(name):
+                raise ValueError(f"{name!r} is neither builtin:<name> nor an import path module.sub:function")
+        return value
+
+    @model_validator(mode="after")
+    def _has_a_reward(self) -> OnlineRLConfig:
+        if not self.reward_funcs and self.reward_model is None:
+            raise ValueError(
+                f"{self.training_type} needs a reward: set reward_funcs (e.g. [builtin:length]) or reward_model"
+            )
+        if self.batch_size * self.gradient_accumulation_steps % self.num_generations:
+            raise ValueError(
+                f"batch_size x gradient_accumulation_steps ({self.batch_size * self.gradient_accumulation_steps}) "
+                f"must be a multiple of num_generations ({self.num_generations})"
+            )
+        return self
+
+    def accepted_dataset_kinds(self) -> tuple[catalog.DatasetKind, ...]:
+        return ("prompts", "preference")  # preference data: the prompt column
+
+
+class GRPOConfig(OnlineRLConfig):
+    training_type: Literal["grpo"]
+    beta: float = Field(0.0, ge=0, description="KL coefficient against the reference model (0: no reference model).")
+
+
+class RLOOConfig(OnlineRLConfig):
+    training_type: Literal["rloo"]
+    beta: float = Field(0.05, ge=0, description="KL coefficient against the reference model.")
+
+
+class PPOConfig(CommonConfig):
+    training_type: Literal["ppo"]
+    ppo_epochs: int = Field(4, ge=1, description="PPO epochs over each batch of rollouts.")
+    init_kl_coef: float = Field(0.2, ge=0, description="KL penalty coefficient.")
+    target_kl: float = Field(6.0, gt=0, description="Target KL (recorded; TRL >= 0.12 PPO uses a fixed KL coefficient).")
+    cliprange: float = Field(0.2, gt=0, description="Policy ratio clip range.")
+    vf_coef: float = Field(0.1, ge=0, description="Value-loss coefficient.")
+    max_new_tokens: int = Field(64, ge=1, description="Maximum tokens generated per rollout.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
+    reward_model: str = Field("builtin:tiny-gpt-neox", description="Reward model: hub id, path or builtin:<name>.")
+    value_model: str | None = Field(None, description="Value model; default: initialised from the reward model.")
+
+    def accepted_dataset_kinds(self) -> tuple[catalog.DatasetKind, ...]:
+        return ("prompts", "preference")
+
+
+class CustomConfig(CommonConfig):
+    training_type: Literal["custom"]
+    trainer_factory: str = Field(
+        description="module.sub:function returning a transformers Trainer built on your own code; "
+        "it receives a canary_action.train.custom.CustomContext."
+    )
+
+    @field_validator("trainer_factory")
+    @classmethod
+    def _import_path(cls, value: str) -> str:
+        if not _IMPORT_PATH.match(value):
+            raise ValueError(f"{value!r} is not an import path module.sub:function")
+        return value
+
+
+CanaryConfig = Annotated[
+    SFTConfig | DPOConfig | GRPOConfig | RLOOConfig | PPOConfig | CustomConfig,
+    Field(discriminator="training_type"),
+]
+
+#: Keys of the old flat format that it accepted under any training_type. Where they do not apply to this
+#: family they are dropped with a notice (never an error: old configs must run unchanged).
+LEGACY_ALGORITHM_KEYS = frozenset(
+    {"beta", "ppo_epochs", "init_kl_coef", "target_kl", "cliprange", "vf_coef", "max_new_tokens"}
+)

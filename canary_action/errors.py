@@ -1,0 +1,75 @@
+"""The one exception hierarchy. Library code raises these; only `cli.py` maps them to exit codes.
+
+Every error carries what went wrong (the message), how to fix it, and where to read more, so that the
+message a user sees in a CI log is enough to act on.
+"""
+
+from __future__ import annotations
+
+DOCS = "https://github.com/rlhf-canary/rlhf-canary#readme"
+
+
+class CanaryError(Exception):
+    """Base class: an expected failure with a cause, a fix and a pointer to the docs."""
+
+    title = "rlhf-canary failed"
+
+    def __init__(self, message: str, *, fix: str = "", docs: str = DOCS) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fix = fix
+        self.docs = docs
+
+    def render(self) -> str:
+        lines = [f"{self.title}: {self.message}"]
+        if self.fix:
+            lines.append(f"  fix: {self.fix}")
+        if self.docs:
+            lines.append(f"  see: {self.docs}")
+        return "\n".join(lines)
+
+
+class ConfigError(CanaryError):
+    """The canary config (or a --set override) is invalid, or asks for what this machine cannot do."""
+
+    title = "invalid canary config"
+
+    def __init__(self, message: str, *, errors: list[str] | None = None, fix: str = "", docs: str = DOCS) -> None:
+        super().__init__(message, fix=fix, docs=docs)
+        self.errors = errors or []
+
+    def render(self) -> str:
+        head = f"{self.title}: {self.message}"
+        body = "".join(f"\n  - {e}" for e in self.errors)
+        tail = (f"\n  fix: {self.fix}" if self.fix else "") + (f"\n  see: {self.docs}" if self.docs else "")
+        return head + body + tail
+
+
+class UsageError(CanaryError):
+    """The command line itself is wrong (a bad flag value, a missing file argument)."""
+
+    title = "usage error"
+
+
+class MetricsFileError(CanaryError):
+    """A metrics.json (current run or baseline) is missing, corrupt or of an unknown schema version."""
+
+    title = "unreadable metrics file"
+
+
+class BaselineError(MetricsFileError):
+    """The baseline cannot be used: missing, corrupt, of another schema version or another config."""
+
+    title = "unusable baseline"
+
+
+class TrainingError(CanaryError):
+    """The canary training run crashed or could not start. What was measured is still written."""
+
+    title = "canary training failed"
+
+
+class GitHubError(CanaryError):
+    """GitHub could not be reached or refused a request."""
+
+    title = "GitHub request failed"

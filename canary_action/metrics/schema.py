@@ -1,0 +1,201 @@
+"""The metrics.json schema (versioned). One file per canary run; a baseline is the same file.
+
+Raw per-step series are the record; summaries are derived from them (see `summarize.py`) and kept beside
+them for readers, never instead of them. Series are columnar: `series["perf/step_time_s"][i]` belongs to
+optimizer step `series["step"][i]`. A non-finite value is stored as null in the series (JSON has no NaN)
+and listed with its kind in `stability.non_finite`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+SCHEMA_VERSION: Final = 1
+
+# Series names: namespaced, with units (STYLE 10). Algorithm metrics keep TRL's own key under "algo/".
+STEP = "step"
+STEP_TIME_S = "perf/step_time_s"
+DATA_WAIT_S = "perf/data_wait_s"
+GENERATION_S = "perf/generation_s"
+NUM_TOKENS = "data/num_tokens"
+NUM_SAMPLES = "data/num_samples"
+LOSS = "train/loss"
+GRAD_NORM = "train/grad_norm"
+LEARNING_RATE = "train/learning_rate"
+PEAK_ALLOCATED_MIB = "memory/peak_allocated_mib"
+PEAK_RESERVED_MIB = "memory/peak_reserved_mib"
+HOST_RSS_MIB = "memory/host_rss_mib"
+GPU_UTILIZATION_PCT = "gpu/utilization_pct"
+IN_PROFILER_WINDOW = "perf/in_profiler_window"
+ALGO_PREFIX = "algo/"
+
+
+class Record(BaseModel):
+    """Closed: a key this version does not know is an error. A new field means a new schema_version."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class RunIdentity(Record):
+    run_id: str
+    config_name: str
+    config_hash: str = Field(description="sha256 of the resolved config, canonical JSON.")
+    canary_version: str
+    git_sha: str | None = None
+    git_dirty: bool | None = None
+    started_at: str = Field(description="UTC, ISO 8601 with Z.")
+    finished_at: str | None = None
+    duration_s: float | None = None
+
+
+class GPUInfo(Record):
+    index: int
+    name: str
+    memory_total_mib: float
+    uuid: str | None = None
+
+
+class EnvFingerprint(Record):
+    python: str
+    platform: str
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    canary: str
+    torch: str | None = None
+    cuda: str | None = None
+    cudnn: str | None = None
+    transformers: str | None = None
+    trl: str | None = None
+    peft: str | None = None
+    accelerate: str | None = None
+    datasets: str | None = None
+    tokenizers: str | None = None
+    bitsandbytes: str | None = None
+    nccl: str | None = None
+    gpu_driver: str | None = None
+    gpu_count: int = 0
+    gpus: list[GPUInfo] = Field(default_factory=list)
+    container_image_digest: str | None = Field(None, description="From CANARY_IMAGE_DIGEST, set by the runner image.")
+    fingerprint_hash: str = Field(description="sha256 over the fields above: equal hashes, equal environments.")
+
+
+class Workload(Record):
+    """What was trained on what: the comparability facts that do not live in the config text."""
+
+    device: str = Field(description="cpu, or cuda:<index>.")
+    dtype: Literal["fp32", "bf16", "fp16"] = Field(description="The dtype actually used (auto resolved).")
+    model_name: str
+    model_fingerprint: str = Field(description="sha256 of the model architecture config.")
+    num_parameters: int
+    num_trainable_parameters: int
+    dataset_name: str
+    dataset_fingerprint: str = Field(description="sha256 of the examples actually used, in order.")
+    num_examples: int
+
+
+class StepTimeSummary(Record):
+    median: float
+    mean: float
+    p10: float
+    p90: float
+    mad: float = Field(description="Median absolute deviation.")
+    std: float
+    min: float
+    max: float
+
+
+class Summary(Record):
+    """Derived from the series over the steady-state steps (warm-up and profiler window excluded)."""
+
+    num_steps: int = Field(description="Optimizer steps completed.")
+    warmup_steps: int = Field(description="Leading steps excluded from timing summaries.")
+    warmup_method: Literal["auto", "fixed"]
+    num_steady_steps: int
+    first_step_time_s: float | None = Field(description="Step 1 alone: compile, allocator warm-up, first batch.")
+    step_time_s: StepTimeSummary | None
+    tokens_per_s: float | None = Field(description="Measured non-padding tokens / measured time, steady steps.")
+    samples_per_s: float | None
+    peak_allocated_mib: float | None
+    peak_reserved_mib: float | None
+    host_rss_peak_mib: float | None
+    gpu_utilization_mean_pct: float | None
+    data_wait_share: float | None = Field(description="Share of steady step time spent waiting for batches.")
+    generation_share: float | None = Field(description="Share of steady step time spent generating (online RL).")
+    final_loss: float | None
+    tail_mean_loss: float | None = Field(description="Mean finite loss over the last 10 % of steps (at least 5).")
+
+
+class NonFiniteEvent(Record):
+    step: int
+    source: Literal["loss", "grad", "log"]
+    key: str = Field(description="The logged key, or 'gradients'.")
+    value: Literal["nan", "inf", "-inf"]
+    parameters: list[str] = Field(default_factory=list, description="Parameters with non-finite gradients (first 20).")
+
+
+class GradNormSpike(Record):
+    step: int
+    value: float
+    reference: float = Field(description="Median grad norm over the preceding window.")
+
+
+class Stability(Record):
+    non_finite: list[NonFiniteEvent] = Field(default_factory=list)
+    num_nan_steps: int = 0
+    num_inf_steps: int = 0
+    loss_diverged: bool = False
+    divergence_step: int | None = None
+    grad_norm_spikes: list[GradNormSpike] = Field(default_factory=list)
+
+
+class ProfiledOp(Record):
+    name: str
+    count: int
+    cpu_self_time_ms: float
+    device_self_time_ms: float
+
+
+class ProfilerSummary(Record):
+    trace_path: str | None
+    start_step: int
+    end_step: int
+    cpu_time_total_ms: float
+    device_time_total_ms: float
+    top_ops: list[ProfiledOp]
+
+
+class Status(Record):
+    state: Literal["completed", "stopped_early", "failed"]
+    reason: str | None = Field(None, description="stopped_early: non_finite | timeout | trainer; failed: the error.")
+    step: int | None = Field(None, description="The optimizer step where the run stopped or failed.")
+    stage: str | None = Field(None, description="failed: config | preflight | load_model | load_data | build | train.")
+    exception_type: str | None = None
+    message: str | None = None
+
+
+class Metrics(Record):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run: RunIdentity
+    env: EnvFingerprint
+    workload: Workload | None = Field(description="None when the run failed before the model and data were loaded.")
+    config: dict[str, Any] = Field(description="The resolved config, every default filled in.")
+    series: dict[str, list[float | None]]
+    summary: Summary | None
+    stability: Stability
+    profiler: ProfilerSummary | None = None
+    status: Status
+    notices: list[str] = Field(default_factory=list, description="Config overrides and ignored keys, said aloud.")
+    measurement_warnings: list[str] = Field(
+        default_factory=list, description="Why the figures may be less trustworthy (throttled GPU, shared host...)."
+    )
+
+    @model_validator(mode="after")
+    def _columns_align(self) -> Metrics:
+        lengths = {name: len(values) for name, values in self.series.items()}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"series columns differ in length: {lengths}")
+        if self.series and STEP not in self.series:
+            raise ValueError("series has no 'step' column")
+        return self
