@@ -7,7 +7,7 @@ and meaning; new keys extend it. The docs live on the fields and are checked aga
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -27,16 +27,20 @@ _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 class StrictModel(BaseModel):
-    """Closed: an unknown key is an error (with a "did you mean" from the loader), never ignored."""
+    """Closed: an unknown key is an error (with a "did you mean" from the loader), never ignored.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    No inf/NaN either: YAML spells them `.inf`/`.nan`, and `learning_rate: .inf` would pass `gt=0`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, allow_inf_nan=False)
 
 
 class ProfilerConfig(StrictModel):
     enabled: bool = Field(False, description="Record a torch.profiler window (its steps leave the timing summaries).")
     start_step: int = Field(50, ge=1, description="First optimizer step inside the profiler window.")
     num_steps: int = Field(20, ge=1, description="Number of optimizer steps recorded.")
-    output_dir: str = Field("./profiler_traces", description="Where the chrome trace is written (relative: to the run).")
+    output_dir: str = Field(
+        "./profiler_traces", description="Where the chrome trace is written (relative: to the run)."
+    )
     record_shapes: bool = Field(True, description="Record input shapes of each op.")
     profile_memory: bool = Field(True, description="Record tensor allocations.")
     with_stack: bool = Field(False, description="Record Python stacks (slow; for a closer look only).")
@@ -62,19 +66,29 @@ class CommonConfig(StrictModel):
     model_name: str = Field(
         "EleutherAI/pythia-70m",
         description="Hub id, local directory, or builtin:<name> (random weights, no download: "
-        + ", ".join(catalog.MODELS) + ").",
+        + ", ".join(catalog.MODELS)
+        + ").",
     )
     model_revision: str | None = Field(None, description="Hub revision (branch, tag or commit) of the model.")
     tokenizer_name: str | None = Field(
-        None, description="Tokenizer hub id or path; default: the model's own (builtin models: the builtin tokenizer)."
+        None,
+        description="Tokenizer hub id or path; default: the model's own (builtin models: the builtin tokenizer).",
     )
     dtype: Dtype = Field(
-        "auto", description="auto = bf16 on a CUDA GPU that supports it, else fp16 on CUDA, fp32 on CPU. fp16 on CPU is refused."
+        "auto",
+        description="auto = bf16 on a CUDA GPU that supports it, else fp16 on CUDA, fp32 on CPU. "
+        "fp16 on CPU is refused.",
     )
-    device: Device = Field("auto", description="cuda fails fast when no GPU is visible; auto takes a GPU if there is one.")
-    attn_implementation: AttnImplementation | None = Field(None, description="Attention kernel; default: transformers' choice.")
+    device: Device = Field(
+        "auto", description="cuda fails fast when no GPU is visible; auto takes a GPU if there is one."
+    )
+    attn_implementation: AttnImplementation | None = Field(
+        None, description="Attention kernel; default: transformers' choice."
+    )
     gradient_checkpointing: bool = Field(False, description="Recompute activations in the backward pass.")
-    torch_compile: bool = Field(False, description="Compile the model with torch.compile (compile time is reported apart).")
+    torch_compile: bool = Field(
+        False, description="Compile the model with torch.compile (compile time is reported apart)."
+    )
     use_peft: bool = Field(True, description="Train LoRA adapters instead of the full model.")
     lora_r: int = Field(16, ge=1, description="LoRA rank.")
     lora_alpha: int = Field(32, ge=1, description="LoRA alpha.")
@@ -87,7 +101,9 @@ class CommonConfig(StrictModel):
     # data
     dataset_name: str = Field(
         "Anthropic/hh-rlhf",
-        description="Hub id, local .jsonl/.json/.parquet file, or builtin:<name> (" + ", ".join(catalog.DATASETS) + ").",
+        description="Hub id, local .jsonl/.json/.parquet file, or builtin:<name> ("
+        + ", ".join(catalog.DATASETS)
+        + ").",
     )
     dataset_split: str = Field("train", description="Split to read.")
     dataset_subset: str | None = Field(None, description="Hub dataset configuration (subset) name.")
@@ -103,13 +119,20 @@ class CommonConfig(StrictModel):
     warmup_steps: int = Field(10, ge=0, description="Learning-rate warm-up steps.")
     max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping norm (0 disables clipping).")
     seed: int = Field(42, description="Seed for weights of builtin models, data order and dropout.")
-    output_dir: str = Field("./canary_output", description="Where runs are written: <output_dir>/<run_id>/metrics.json.")
+    output_dir: str = Field(
+        "./canary_output", description="Where runs are written: <output_dir>/<run_id>/metrics.json."
+    )
     # measurement
     metrics_warmup_steps: int | Literal["auto"] = Field(
-        "auto", description="Steps excluded from timing summaries: a number, or auto (detected from the step times)."
+        "auto",
+        description="Steps excluded from timing summaries: a number, or auto (detected from the step times).",
     )
-    stop_on_non_finite: bool = Field(True, description="Stop at the first NaN/Inf loss or gradient (still writes metrics).")
-    timeout_minutes: float = Field(60.0, gt=0, description="Wall-clock limit of the training loop; the run stops early after it.")
+    stop_on_non_finite: bool = Field(
+        True, description="Stop at the first NaN/Inf loss or gradient (still writes metrics)."
+    )
+    timeout_minutes: float = Field(
+        60.0, gt=0, description="Wall-clock limit of the training loop; the run stops early after it."
+    )
     profiler: ProfilerConfig = Field(default_factory=ProfilerConfig, description="torch.profiler window.")
     thresholds: ThresholdOverrides | None = Field(None, description="Inline overrides of the comparison thresholds.")
     fault_injection: FaultInjection | None = Field(None, description="Planted faults for testing the gate itself.")
@@ -124,10 +147,7 @@ class CommonConfig(StrictModel):
     @field_validator("model_name", "tokenizer_name")
     @classmethod
     def _builtin_model_exists(cls, value: str | None) -> str | None:
-        builtin = catalog.split(value or "")
-        if builtin is not None and builtin not in catalog.MODELS:
-            raise ValueError(f"unknown builtin model {builtin!r}; builtin models: {', '.join(catalog.MODELS)}")
-        return value
+        return _known_builtin_model(value)
 
     @field_validator("dataset_name")
     @classmethod
@@ -144,7 +164,9 @@ class CommonConfig(StrictModel):
         if (self.load_in_4bit or self.load_in_8bit) and not self.use_peft:
             raise ValueError("a quantized base model cannot be trained in full: set use_peft: true")
         if self.max_prompt_length >= self.max_length:
-            raise ValueError(f"max_prompt_length ({self.max_prompt_length}) must be below max_length ({self.max_length})")
+            raise ValueError(
+                f"max_prompt_length ({self.max_prompt_length}) must be below max_length ({self.max_length})"
+            )
         builtin = catalog.split(self.dataset_name)
         if builtin is not None and catalog.DATASETS[builtin] not in self.accepted_dataset_kinds():
             raise ValueError(
@@ -156,6 +178,13 @@ class CommonConfig(StrictModel):
     def accepted_dataset_kinds(self) -> tuple[catalog.DatasetKind, ...]:
         """Data shapes this family can train on; custom trainers bring their own data, so all."""
         return ("preference", "sft", "messages", "prompts")
+
+
+def _known_builtin_model(value: str | None) -> str | None:
+    builtin = catalog.split(value or "")
+    if builtin is not None and builtin not in catalog.MODELS:
+        raise ValueError(f"unknown builtin model {builtin!r}; builtin models: {', '.join(catalog.MODELS)}")
+    return value
 
 
 class SFTConfig(CommonConfig):
@@ -187,7 +216,14 @@ class OnlineRLConfig(CommonConfig):
         default_factory=list,
         description="Reward functions: builtin:<name> (" + ", ".join(catalog.REWARDS) + ") or module:function.",
     )
-    reward_model: str | None = Field(None, description="Reward model (sequence classifier): hub id, path or builtin:<name>.")
+    reward_model: str | None = Field(
+        None, description="Reward model (sequence classifier): hub id, path or builtin:<name>."
+    )
+
+    @field_validator("reward_model")
+    @classmethod
+    def _builtin_reward_model_exists(cls, value: str | None) -> str | None:
+        return _known_builtin_model(value)
 
     @field_validator("reward_funcs")
     @classmethod
@@ -231,13 +267,23 @@ class PPOConfig(CommonConfig):
     training_type: Literal["ppo"]
     ppo_epochs: int = Field(4, ge=1, description="PPO epochs over each batch of rollouts.")
     init_kl_coef: float = Field(0.2, ge=0, description="KL penalty coefficient.")
-    target_kl: float = Field(6.0, gt=0, description="Target KL (recorded; TRL >= 0.12 PPO uses a fixed KL coefficient).")
+    target_kl: float = Field(
+        6.0, gt=0, description="Target KL (recorded; TRL >= 0.12 PPO uses a fixed KL coefficient)."
+    )
     cliprange: float = Field(0.2, gt=0, description="Policy ratio clip range.")
     vf_coef: float = Field(0.1, ge=0, description="Value-loss coefficient.")
     max_new_tokens: int = Field(64, ge=1, description="Maximum tokens generated per rollout.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
-    reward_model: str = Field("builtin:tiny-gpt-neox", description="Reward model: hub id, path or builtin:<name>.")
+    reward_model: str | None = Field(
+        None,
+        description="Reward model: hub id, path or builtin:<name>; default: the policy's model with a new score head.",
+    )
     value_model: str | None = Field(None, description="Value model; default: initialised from the reward model.")
+
+    @field_validator("reward_model", "value_model")
+    @classmethod
+    def _builtin_models_exist(cls, value: str | None) -> str | None:
+        return _known_builtin_model(value)
 
     def accepted_dataset_kinds(self) -> tuple[catalog.DatasetKind, ...]:
         return ("prompts", "preference")
@@ -262,6 +308,11 @@ CanaryConfig = Annotated[
     SFTConfig | DPOConfig | GRPOConfig | RLOOConfig | PPOConfig | CustomConfig,
     Field(discriminator="training_type"),
 ]
+
+#: training_type -> its class, read off the union above so that the names have one source.
+FAMILIES: Final[dict[str, type[CommonConfig]]] = {
+    get_args(cls.model_fields["training_type"].annotation)[0]: cls for cls in get_args(get_args(CanaryConfig)[0])
+}
 
 #: Keys of the old flat format that it accepted under any training_type. Where they do not apply to this
 #: family they are dropped with a notice (never an error: old configs must run unchanged).

@@ -188,7 +188,8 @@ class Metrics(Record):
     status: Status
     notices: list[str] = Field(default_factory=list, description="Config overrides and ignored keys, said aloud.")
     measurement_warnings: list[str] = Field(
-        default_factory=list, description="Why the figures may be less trustworthy (throttled GPU, shared host...)."
+        default_factory=list,
+        description="Why the figures may be less trustworthy (throttled GPU, shared host...).",
     )
 
     @model_validator(mode="after")

@@ -33,6 +33,7 @@ REWARDS: Final[dict[str, str]] = {
     "length": "closeness of the completion's length to half of max_new_tokens",
     "unique-words": "share of distinct words in the completion",
     "keyword": "presence of the word 'canary' in the completion",
+    "early-letters": "share of words starting with a-g: a dense signal a random-weight model can learn from",
 }
 
 

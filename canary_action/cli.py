@@ -1,0 +1,196 @@
+"""The `canary` command. The one place where exceptions become exit codes.
+
+Exit codes (DESIGN.md): 0 pass or neutral, 1 regression, 2 bad input (config, baseline, usage),
+3 infrastructure failure (training crashed, GitHub unreachable).
+
+Light commands (env, schema, init-config, save-baseline) do not import torch: `run` imports the training
+side inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import traceback
+from pathlib import Path
+
+import click
+
+from canary_action import __version__
+from canary_action.errors import (
+    CanaryError,
+    ConfigError,
+    GitHubError,
+    MetricsFileError,
+    TrainingError,
+    UsageError,
+)
+from canary_action.metrics.schema import Metrics
+
+EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
+_EXIT_CODES: dict[type[CanaryError], int] = {
+    ConfigError: EXIT_BAD_INPUT,
+    UsageError: EXIT_BAD_INPUT,
+    MetricsFileError: EXIT_BAD_INPUT,  # BaselineError too
+    TrainingError: EXIT_INFRA,
+    GitHubError: EXIT_INFRA,
+}
+_TYPES = ("sft", "dpo", "grpo", "rloo", "ppo", "custom")
+_TIERS = ("smoke", "perf", "nightly")
+
+
+def exit_code(error: CanaryError) -> int:
+    for kind in type(error).__mro__:
+        if kind in _EXIT_CODES:
+            return _EXIT_CODES[kind]
+    return EXIT_INFRA
+
+
+def main() -> None:
+    try:
+        cli.main(prog_name="canary", standalone_mode=False)
+    except CanaryError as error:
+        click.echo(error.render(), err=True)
+        sys.exit(exit_code(error))
+    except click.exceptions.Exit as done:
+        sys.exit(done.exit_code)
+    except click.ClickException as error:
+        error.show()
+        sys.exit(EXIT_BAD_INPUT)
+    except click.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except Exception:  # the unexpected: a traceback is the most useful thing to show
+        traceback.print_exc()
+        click.echo(
+            f"rlhf-canary {__version__}: unexpected error (a bug: please report it with the traceback)",
+            err=True,
+        )
+        sys.exit(EXIT_INFRA)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="rlhf-canary")
+@click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
+def cli(verbose: bool) -> None:
+    """rlhf-canary: a regression gate for RLHF and fine-tuning pipelines."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the fingerprint as JSON.")
+def env(as_json: bool) -> None:
+    """Print the environment fingerprint (GPU, CUDA, library versions)."""
+    from canary_action.fingerprint import collect_environment
+
+    fingerprint = collect_environment()
+    if as_json:
+        click.echo(fingerprint.model_dump_json(indent=2))
+        return
+    for key, value in fingerprint.model_dump(exclude={"gpus"}).items():
+        click.echo(f"{key:>24}: {value if value is not None else '-'}")
+    for gpu in fingerprint.gpus:
+        click.echo(f"{'gpu ' + str(gpu.index):>24}: {gpu.name} ({gpu.memory_total_mib:.0f} MiB)")
+
+
+@cli.command()
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option("-o", "--output-dir", type=click.Path(path_type=Path), help="Write runs here instead of output_dir.")
+@click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a config key (repeatable).")
+def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> None:
+    """Run the canary training job; writes DIR/<run_id>/metrics.json."""
+    from canary_action.config.load import load_config
+
+    loaded = load_config(config, overrides)
+    for notice in loaded.notices:
+        click.echo(f"note: {notice}", err=True)
+    from canary_action.train.run import run_canary  # the heavy import, only for this command
+
+    outcome = run_canary(loaded, output_dir)
+    click.echo(_run_report(outcome.metrics, outcome.metrics_path))
+
+
+@cli.command("init-config")
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option("--type", "training_type", type=click.Choice(_TYPES), default="dpo", show_default=True)
+@click.option("--tier", type=click.Choice(_TIERS), default="smoke", show_default=True)
+@click.option("--force", is_flag=True, help="Overwrite OUT if it exists.")
+def init_config(out: Path, training_type: str, tier: str, force: bool) -> None:
+    """Write a sample config, every key commented."""
+    from canary_action.config.load import write_sample_config
+
+    if out.exists() and not force:
+        raise UsageError(f"{out} exists", fix="choose another path, or pass --force to overwrite it")
+    out.write_text(write_sample_config(training_type, tier))
+    click.echo(f"wrote {out} ({training_type}, {tier} tier)")
+
+
+@cli.command("save-baseline")
+@click.argument("metrics", type=click.Path(path_type=Path))
+@click.argument("dest", type=click.Path(path_type=Path))
+def save_baseline(metrics: Path, dest: Path) -> None:
+    """Validate a metrics.json and store it as a baseline (DEST: a file, or a directory to put it in)."""
+    from canary_action.metrics.io import read_metrics, write_metrics
+
+    loaded = read_metrics(metrics)
+    if loaded.status.state == "failed":
+        raise UsageError(
+            f"{metrics} is a failed run ({loaded.status.exception_type} during {loaded.status.stage})",
+            fix="a baseline must come from a run that trained; rerun the canary and save that",
+        )
+    target = dest / f"{loaded.run.run_id}.json" if dest.is_dir() else dest
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_metrics(loaded, target)
+    note = (
+        f" (stopped early: {loaded.status.reason} at step {loaded.status.step})"
+        if loaded.status.state != "completed"
+        else ""
+    )
+    click.echo(f"saved baseline {target}{note}")
+
+
+@cli.command()
+@click.option("--config", "of_config", is_flag=True, help="Print the canary config's schema instead.")
+def schema(of_config: bool) -> None:
+    """Print the JSON Schema of metrics.json (or of the canary config)."""
+    if of_config:
+        from pydantic import TypeAdapter
+
+        from canary_action.config.schema import CanaryConfig
+
+        click.echo(json.dumps(TypeAdapter(CanaryConfig).json_schema(), indent=2))
+        return
+    from canary_action.metrics.io import metrics_json_schema
+
+    click.echo(json.dumps(metrics_json_schema(), indent=2))
+
+
+def _run_report(metrics: Metrics, path: Path) -> str:
+    s, status = metrics.summary, metrics.status
+    lines = [
+        f"run {metrics.run.run_id}: {status.state}"
+        + (f" ({status.reason} at step {status.step})" if status.reason else "")
+    ]
+    lines.append(f"  duration        {metrics.run.duration_s or 0:.1f} s, {s.num_steps if s else 0} steps")
+    if s is not None and s.step_time_s is not None:
+        lines.append(
+            f"  step time       median {s.step_time_s.median:.4f} s, mean {s.step_time_s.mean:.4f} s "
+            f"({s.num_steady_steps} steady steps after {s.warmup_steps} warm-up, {s.warmup_method})"
+        )
+        lines.append(f"  tokens/s        {s.tokens_per_s or 0:,.0f} (measured)")
+    if s is not None and s.peak_allocated_mib is not None:
+        lines.append(
+            f"  peak memory     {s.peak_allocated_mib:,.0f} MiB allocated, {s.peak_reserved_mib or 0:,.0f} MiB reserved"
+        )
+    if s is not None and s.host_rss_peak_mib is not None:
+        lines.append(f"  host RSS peak   {s.host_rss_peak_mib:,.0f} MiB")
+    lines.append(
+        f"  non-finite      {metrics.stability.num_nan_steps} NaN steps, {metrics.stability.num_inf_steps} Inf steps"
+    )
+    if s is not None and s.final_loss is not None:
+        lines.append(f"  loss            final {s.final_loss:.4f}, tail mean {s.tail_mean_loss or 0:.4f}")
+    lines.append(f"  metrics         {path}")
+    return "\n".join(lines)

@@ -1,0 +1,174 @@
+"""Reading and writing metrics.json.
+
+Writes are atomic, so a reader (the artifact upload, a concurrent `canary compare`) never sees half a file.
+Reads treat the file as untrusted (a baseline may come from a fork's artifact): size-capped, strictly
+parsed, and every failure is a MetricsFileError naming the file, the cause and the fix — never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from canary_action.errors import MetricsFileError
+from canary_action.metrics.schema import SCHEMA_VERSION, Metrics
+
+MAX_BYTES: Final = 64 * 2**20  # a 10,000-step run with 40 columns is ~10 MiB; beyond this it is not ours
+_SHOWN_ERRORS: Final = 5
+_OLD_FORMAT_KEYS: Final = frozenset({"run_id", "perf", "stability"})  # rlhf-canary 0.1's top level
+_RERUN = "re-run the canary with this release to write a current metrics.json"
+
+
+class _NonFiniteNumberError(ValueError):
+    """NaN, Infinity or an overflowing literal: not JSON, and the schema stores non-finite values as null."""
+
+
+def write_metrics(metrics: Metrics, path: Path) -> None:
+    """Write `metrics` as indented JSON, atomically: a temp file in the same directory, then os.replace.
+
+    Raises ValueError, writing nothing, when a float outside the series is NaN/inf (a bug in the writer:
+    the series store non-finite values as null, summaries must not produce them).
+    """
+    try:
+        text = json.dumps(metrics.model_dump(mode="json"), indent=2, allow_nan=False, ensure_ascii=False)
+    except ValueError as e:
+        raise ValueError(f"cannot write {path}: {e} (the schema stores non-finite values as null)") from e
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+            f.flush()
+            os.fsync(f.fileno())  # the rename must not reach the disk before the data does
+        # mkstemp creates 0600; the artifact upload may run as another user than this (root) container.
+        tmp.chmod(0o644)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def read_metrics(path: Path) -> Metrics:
+    """Read and validate a metrics.json of schema version 1. Raises MetricsFileError, nothing else."""
+    data = _load_json(path)
+    if not isinstance(data, dict):
+        raise MetricsFileError(
+            f"{path}: expected a JSON object at the top level, found {_json_type(data)}",
+            fix="pass the metrics.json that `canary run` wrote",
+        )
+    _check_version(path, data)
+    try:
+        return Metrics.model_validate(data)
+    except ValidationError as e:
+        errors = e.errors()
+        lines = [f"{_dotted(err['loc'])}: {_clip(err['msg'], 200)}" for err in errors[:_SHOWN_ERRORS]]
+        if len(errors) > _SHOWN_ERRORS:
+            lines.append(f"... and {len(errors) - _SHOWN_ERRORS} more")
+        raise MetricsFileError(
+            f"{path} does not match the metrics.json schema (version {SCHEMA_VERSION}): "
+            f"{len(errors)} error{'s' if len(errors) != 1 else ''}" + "".join(f"\n  - {line}" for line in lines),
+            fix=f"the file was edited or written by a broken writer; {_RERUN}",
+        ) from e
+
+
+def metrics_json_schema() -> dict[str, Any]:
+    """The JSON Schema of metrics.json (for `canary schema` and for readers in other languages)."""
+    schema = Metrics.model_json_schema()
+    # The model defaults schema_version for writers; a reader requires it, so the published schema does too.
+    required = list(schema.get("required", []))
+    schema["required"] = ["schema_version", *(key for key in required if key != "schema_version")]
+    schema.pop("title", None)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"urn:rlhf-canary:metrics:v{SCHEMA_VERSION}",  # a name, not a location: nothing to fetch
+        "title": f"rlhf-canary metrics.json, schema version {SCHEMA_VERSION}",
+        **schema,
+    }
+
+
+def _load_json(path: Path) -> object:
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise MetricsFileError(
+                f"{path} is larger than {MAX_BYTES // 2**20} MiB: not a metrics.json",
+                fix="pass the metrics.json that `canary run` wrote",
+            )
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as e:
+        raise MetricsFileError(
+            f"{path} does not exist",
+            fix="check the path: `canary run` writes metrics.json into its output directory",
+        ) from e
+    except UnicodeDecodeError as e:
+        raise MetricsFileError(f"{path} is not UTF-8 text (byte {e.start})", fix=_RERUN) from e
+    except OSError as e:
+        raise MetricsFileError(
+            f"cannot read {path}: {e.strerror or e}", fix="check that it is a readable file, not a directory"
+        ) from e
+    try:
+        return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as e:
+        raise MetricsFileError(
+            f"{path} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}",
+            fix=f"the file is truncated or corrupt; {_RERUN}",
+        ) from e
+    except _NonFiniteNumberError as e:
+        raise MetricsFileError(f"{path}: {e}", fix=f"write non-finite values as null; {_RERUN}") from e
+    except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, or absurd nesting
+        raise MetricsFileError(f"{path} cannot be parsed: {_clip(str(e), 200)}", fix=_RERUN) from e
+
+
+def _check_version(path: Path, data: dict[str, Any]) -> None:
+    if "schema_version" not in data:
+        if data.keys() >= _OLD_FORMAT_KEYS:
+            raise MetricsFileError(
+                f"{path} is in the rlhf-canary 0.1 format (no schema_version; it has run_id, perf and "
+                f"stability); this reader reads schema version {SCHEMA_VERSION} only",
+                fix=f"`canary compare` reads 0.1 files as a baseline; for a version {SCHEMA_VERSION} file, " + _RERUN,
+            )
+        raise MetricsFileError(
+            f"{path} has no schema_version: it is not an rlhf-canary metrics.json",
+            fix="pass the metrics.json that `canary run` wrote",
+        )
+    version = data["schema_version"]
+    if type(version) is int and version == SCHEMA_VERSION:  # not True, not 1.0, not "1"
+        return
+    newer = type(version) is int and version > SCHEMA_VERSION
+    found = _clip(json.dumps(version, ensure_ascii=False), 60)
+    raise MetricsFileError(
+        f"{path} has schema_version {found}; this canary reads version {SCHEMA_VERSION}",
+        fix="upgrade rlhf-canary: a newer release wrote this file" if newer else _RERUN,
+    )
+
+
+def _reject_constant(name: str) -> float:
+    raise _NonFiniteNumberError(f"contains {name}, which JSON does not allow")
+
+
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if value in (float("inf"), float("-inf")):
+        raise _NonFiniteNumberError(f"the number {_clip(literal, 40)} overflows a double")
+    return value
+
+
+def _json_type(value: object) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    return ".".join(_clip(str(part), 60) for part in loc) or "(top level)"
+
+
+def _clip(text: str, limit: int) -> str:
+    """Escape control characters and cut to `limit`: a key from an untrusted file must not forge CI log lines
+    (a newline followed by `::error::` is a workflow command)."""
+    escaped = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+    return escaped if len(escaped) <= limit else escaped[: limit - 1] + "…"

@@ -1,0 +1,85 @@
+"""Loading the examples a canary trains on: builtin synthetic data, a local file, or a Hub dataset.
+
+Shared by every family. Each family then checks and reshapes the columns it needs (`prepare_dataset`),
+with `require_columns` so that a dataset of the wrong shape fails with the columns it has and needs —
+never with a missing column silently turned into "".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from datasets import Dataset, load_dataset
+from transformers import PreTrainedTokenizerBase
+
+from canary_action.config.schema import CommonConfig
+from canary_action.errors import TrainingError
+from canary_action.train.builtin import catalog
+from canary_action.train.builtin import data as builtin_data
+
+_LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
+
+def load(config: CommonConfig, tokenizer: PreTrainedTokenizerBase) -> Dataset:
+    builtin = catalog.split(config.dataset_name)
+    if builtin is not None:
+        return builtin_data.build_dataset(
+            builtin,
+            size=config.dataset_size,
+            seed=config.seed,
+            max_length=config.max_length,
+            max_prompt_length=config.max_prompt_length,
+        )
+    path = Path(config.dataset_name)
+    if path.suffix in _LOCAL_FORMATS:
+        if not path.is_file():
+            raise TrainingError(
+                f"dataset file {path} does not exist",
+                fix="fix dataset_name, or use builtin:<name> for offline runs",
+            )
+        loaded = load_dataset(_LOCAL_FORMATS[path.suffix], data_files=str(path), split="train")
+    else:
+        loaded = load_dataset(
+            config.dataset_name,
+            config.dataset_subset,
+            split=config.dataset_split,
+            revision=config.dataset_revision,
+        )
+    dataset = loaded.select(range(min(config.dataset_size, len(loaded))))
+    return truncate_prompts(dataset, tokenizer, config.max_prompt_length)
+
+
+def truncate_prompts(dataset: Dataset, tokenizer: PreTrainedTokenizerBase, max_prompt_length: int) -> Dataset:
+    """Keep the last `max_prompt_length` tokens of plain-text prompts (TRL >= 1.0 no longer does this)."""
+    if "prompt" not in dataset.column_names or not isinstance(dataset[0]["prompt"], str):
+        return dataset
+
+    def keep_end(example: dict[str, str]) -> dict[str, str]:
+        ids: list[int] = tokenizer(example["prompt"], add_special_tokens=False)["input_ids"]
+        if len(ids) <= max_prompt_length:
+            return example
+        return {"prompt": str(tokenizer.decode(ids[-max_prompt_length:]))}
+
+    return dataset.map(keep_end)
+
+
+def require_columns(dataset: Dataset, *alternatives: tuple[str, ...], family: str) -> tuple[str, ...]:
+    """The first column set the dataset has in full; otherwise a TrainingError naming what is there."""
+    for columns in alternatives:
+        if set(columns) <= set(dataset.column_names):
+            return columns
+    wanted = " or ".join("(" + ", ".join(c) + ")" for c in alternatives)
+    raise TrainingError(
+        f"{family} needs dataset columns {wanted}; the dataset has ({', '.join(dataset.column_names)})",
+        fix="point dataset_name at data of that shape, or use the builtin data for this family",
+    )
+
+
+def fingerprint(dataset: Dataset) -> str:
+    """sha256 of the examples in order: equal fingerprints, equal training data."""
+    digest = hashlib.sha256()
+    for row in dataset:
+        digest.update(json.dumps(row, sort_keys=True, default=str).encode())
+    return digest.hexdigest()

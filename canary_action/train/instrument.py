@@ -1,0 +1,136 @@
+"""Measurements the callback API cannot see, taken by wrapping three methods of one trainer instance.
+
+- `get_batch_samples`: time spent waiting for batches (the data pipeline's share of a step);
+- `compute_loss`: the batch actually fed to the model, to count its non-padding tokens (measured, never
+  derived from the config), and the place where planted faults (fault_injection) act on the loss;
+- `_generate_and_score_completions` (TRL's online trainers): generation and scoring time.
+
+Wrapping the instance, not subclassing the trainer class, keeps this working for a user's own Trainer
+(`training_type: custom`) as well as for every TRL trainer.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from canary_action.config.schema import FaultInjection
+from canary_action.train.callback import StepCounters
+from canary_action.train.probes import DeviceProbe
+
+#: (tokens, samples) of one batch as the family's trainer sees it in compute_loss.
+BatchCounter = Callable[[dict[str, Any]], tuple[int, int]]
+
+
+class PlantedCrashError(RuntimeError):
+    """Raised by fault_injection.crash_at_step: a crash in the middle of training, on purpose."""
+
+
+def instrument(
+    trainer: Any,
+    counters: StepCounters,
+    probe: DeviceProbe,
+    count_batch: BatchCounter,
+    faults: FaultInjection | None,
+) -> None:
+    _wrap_data_wait(trainer, counters)
+    _wrap_compute_loss(trainer, counters, count_batch, faults)
+    if hasattr(trainer, "dataloader"):  # TRL's PPO iterates its own dataloader in its own loop
+        trainer.dataloader = _CountedLoader(trainer.dataloader, counters, count_batch)
+    if hasattr(trainer, "_generate_and_score_completions"):
+        _wrap_generation(trainer, counters, probe)
+
+
+class _CountedLoader:
+    """A dataloader seen through the canary: time waiting for each batch, and its tokens."""
+
+    def __init__(self, loader: Any, counters: StepCounters, count_batch: BatchCounter) -> None:
+        self.loader, self.counters, self.count_batch = loader, counters, count_batch
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Any:
+        iterator = iter(self.loader)
+        while True:
+            start = time.perf_counter()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            self.counters.data_wait_s += time.perf_counter() - start
+            tokens, samples = self.count_batch(batch)
+            self.counters.num_tokens += tokens
+            self.counters.num_samples += samples
+            yield batch
+
+
+def _wrap_data_wait(trainer: Any, counters: StepCounters) -> None:
+    original = trainer.get_batch_samples
+
+    @functools.wraps(original)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            counters.data_wait_s += time.perf_counter() - start
+
+    trainer.get_batch_samples = timed
+
+
+def _wrap_compute_loss(
+    trainer: Any, counters: StepCounters, count_batch: BatchCounter, faults: FaultInjection | None
+) -> None:
+    original = trainer.compute_loss
+    slept_in_step = 0
+
+    @functools.wraps(original)
+    def counted(model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        nonlocal slept_in_step
+        # Training only: evaluation and TRL's reference passes do not count as processed training tokens.
+        if model.training:
+            tokens, samples = count_batch(inputs)
+            counters.num_tokens += tokens
+            counters.num_samples += samples
+        result = original(model, inputs, *args, **kwargs)
+        if faults is None:
+            return result
+        step = trainer.state.global_step + 1  # the optimizer step in progress
+        if faults.sleep_s_per_step and slept_in_step != step:  # once per step, not per micro-batch
+            slept_in_step = step
+            time.sleep(faults.sleep_s_per_step)
+        return _inject(result, step, faults)
+
+    trainer.compute_loss = counted
+
+
+def _wrap_generation(trainer: Any, counters: StepCounters, probe: DeviceProbe) -> None:
+    original = trainer._generate_and_score_completions
+
+    @functools.wraps(original)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            probe.synchronize()
+            counters.generation_s = (counters.generation_s or 0.0) + time.perf_counter() - start
+
+    trainer._generate_and_score_completions = timed
+
+
+def _inject(result: Any, step: int, faults: FaultInjection) -> Any:
+    """Apply the planted crash or NaN of `step` (the optimizer step in progress) to the loss."""
+    if faults.crash_at_step == step:
+        raise PlantedCrashError(f"fault_injection.crash_at_step: planted crash at step {step}")
+    if faults.nan_loss_at_step != step:
+        return result
+    # NaN through the graph, so the backward pass produces NaN gradients as a real numerics bug would.
+    if isinstance(result, tuple):
+        return (result[0] * torch.tensor(float("nan"), device=result[0].device), *result[1:])
+    return result * torch.tensor(float("nan"), device=result.device)
