@@ -8,6 +8,7 @@ steps, never calls compute_loss, and ignores `should_training_stop` — handled 
 from __future__ import annotations
 
 import importlib.metadata
+import warnings
 from typing import Any
 
 from datasets import Dataset
@@ -22,7 +23,9 @@ from canary_action.train.setup import TrainingSetup
 
 def preflight(config: PPOConfig) -> None:
     try:
-        import trl.experimental.ppo  # noqa: F401
+        with warnings.catch_warnings():  # "trl.experimental is unstable": known, and the reason for this module
+            warnings.simplefilter("ignore")
+            import trl.experimental.ppo  # noqa: F401
     except ImportError as error:
         raise ConfigError(
             f"training_type: ppo needs TRL's value-model PPO, which TRL removed after 1.12 "
@@ -62,6 +65,7 @@ def build_trainer(setup: TrainingSetup[PPOConfig]) -> Any:
         num_sample_generations=0,  # no sample tables: they cost generation time outside any step
     )
     reward_name = config.reward_model or config.model_name
+    setup.tokenizer.padding_side = "left"  # rollout prompts are batched for generation: pad on the left
     trainer = PPOTrainer(
         args=args,
         processing_class=setup.tokenizer,

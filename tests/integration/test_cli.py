@@ -1,0 +1,155 @@
+"""The `canary` command as users call it: a subprocess, its exit code, its message."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from canary_action.metrics.io import read_metrics
+
+ROOT = Path(__file__).parents[2]
+BAD = ROOT / "tests" / "fixtures" / "configs" / "bad"
+LEGACY = ROOT / "tests" / "fixtures" / "configs" / "legacy"
+
+
+def canary(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", "from canary_action.cli import main; main()", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=600, check=False)
+
+
+# Each bad file gives exit 2 and one message naming what is wrong.
+BAD_CASES = {
+    "typo.yaml": "did you mean `learning_rate`",
+    "wrong_type.yaml": "max_steps",
+    "missing_reward.yaml": "needs a reward",
+    "unknown_builtin.yaml": "unknown builtin model",
+    "unknown_training_type.yaml": "is not a training type",
+    "yaml_syntax.yaml": "not valid YAML",
+    "not_a_mapping.yaml": "mapping",
+    "several_errors.yaml": "3 problems",
+    "bad_threshold_key.yaml": "thresholds.",
+    "duplicate_key.yaml": "duplicate",
+    "empty.yaml": "empty",
+    "quantize_4bit_on_cpu.yaml": "load_in_4bit needs a CUDA GPU",
+}
+
+
+@pytest.mark.parametrize(("name", "expected"), BAD_CASES.items())
+def test_bad_config_exits_2_with_a_clear_message(name: str, expected: str, tmp_path: Path) -> None:
+    result = canary("run", BAD / name, "-o", tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "fix:" in result.stderr
+
+
+def test_every_bad_fixture_is_covered() -> None:
+    assert {p.name for p in BAD.glob("*.yaml")} == set(BAD_CASES)
+
+
+def test_refused_at_preflight_still_writes_metrics_with_status_failed(tmp_path: Path) -> None:
+    canary("run", BAD / "quantize_4bit_on_cpu.yaml", "-o", tmp_path)
+    [path] = tmp_path.glob("*/metrics.json")
+    status = read_metrics(path).status
+    assert (status.state, status.stage, status.exception_type) == ("failed", "preflight", "ConfigError")
+
+
+def test_ppo_on_a_trl_without_it_names_the_alternatives(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    try:
+        import trl.experimental.ppo  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("this TRL still ships PPO: tests/integration/test_ppo.py covers it")
+    result = canary("run", ROOT / "configs" / "tiny" / "ppo.yaml", "-o", tmp_path)
+    assert result.returncode == 2
+    assert "grpo or rloo" in result.stderr
+    assert "trl<=1.12" in result.stderr
+
+
+def test_crashed_run_exits_3_and_keeps_its_measurements(tmp_path: Path) -> None:
+    config = ROOT / "configs" / "tiny" / "sft.yaml"
+    result = canary("run", config, "-o", tmp_path, "--set", "max_steps=6", "--set", "fault_injection.crash_at_step=3")
+    assert result.returncode == 3
+    assert "PlantedCrashError during train" in result.stderr
+    [path] = tmp_path.glob("*/metrics.json")
+    assert read_metrics(path).series["step"] == [1.0, 2.0]
+
+
+@pytest.mark.parametrize("name", ["dpo", "sft"])
+def test_legacy_flat_config_runs_unchanged(name: str, tmp_path: Path) -> None:
+    result = canary("run", LEGACY / f"{name}.yaml", "-o", tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "ignored `" in result.stderr  # PPO keys in a DPO/SFT file: said aloud, not an error
+    [path] = tmp_path.glob("*/metrics.json")
+    metrics = read_metrics(path)
+    assert metrics.status.state == "completed"
+    assert metrics.config["training_type"] == name
+
+
+def test_run_prints_the_summary_users_know(tmp_path: Path) -> None:
+    result = canary("run", ROOT / "configs" / "tiny" / "sft.yaml", "-o", tmp_path, "--set", "max_steps=6")
+    assert result.returncode == 0, result.stderr
+    for phrase in ("completed", "duration", "step time", "tokens/s", "non-finite", "metrics.json"):
+        assert phrase in result.stdout
+    assert "step 6/6" in result.stderr  # the progress line
+
+
+def test_save_baseline_validates_and_refuses_a_failed_run(tmp_path: Path) -> None:
+    config = ROOT / "configs" / "tiny" / "sft.yaml"
+    canary("run", config, "-o", tmp_path / "ok", "--set", "max_steps=3")
+    [good] = (tmp_path / "ok").glob("*/metrics.json")
+    saved = canary("save-baseline", good, tmp_path / "baselines" / "main.json")
+    assert saved.returncode == 0, saved.stderr
+    assert read_metrics(tmp_path / "baselines" / "main.json").run == read_metrics(good).run
+
+    canary("run", config, "-o", tmp_path / "bad", "--set", "fault_injection.crash_at_step=2")
+    [failed] = (tmp_path / "bad").glob("*/metrics.json")
+    refused = canary("save-baseline", failed, tmp_path / "baselines" / "x.json")
+    assert refused.returncode == 2
+    assert "failed run" in refused.stderr
+
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text("{not json")
+    assert canary("save-baseline", corrupt, tmp_path / "y.json").returncode == 2
+
+
+def test_init_config_writes_a_config_that_loads(tmp_path: Path) -> None:
+    out = tmp_path / "c.yaml"
+    assert canary("init-config", out, "--type", "grpo", "--tier", "perf").returncode == 0
+    assert canary("init-config", out).returncode == 2  # exists: refused without --force
+    from canary_action.config.load import load_config
+
+    assert load_config(out).config.training_type == "grpo"
+
+
+def test_schema_prints_json_schemas() -> None:
+    metrics = json.loads(canary("schema").stdout)
+    assert "schema_version" in metrics["properties"]
+    config = json.loads(canary("schema", "--config").stdout)
+    assert "oneOf" in json.dumps(config) or "anyOf" in json.dumps(config)
+
+
+def test_light_commands_do_not_import_torch(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from canary_action.cli import cli\n"
+        "for args in (['schema'], ['schema', '--config'], ['init-config', sys.argv[1]]):\n"
+        "    cli.main(args, standalone_mode=False)\n"
+        "heavy = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "x.yaml")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_version_and_help() -> None:
+    assert "rlhf-canary" in canary("--version").stdout
+    help_text = canary("--help").stdout
+    for command in ("env", "run", "init-config", "save-baseline", "schema"):
+        assert command in help_text
