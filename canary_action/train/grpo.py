@@ -1,4 +1,7 @@
-"""GRPO canary: TRL's GRPOTrainer, generating completions for prompts and scoring them with rewards."""
+"""GRPO canary: TRL's GRPOTrainer — group-relative advantages over num_generations completions per prompt.
+
+Data, rewards and batch counting are shared with the other online family (online.py).
+"""
 
 from __future__ import annotations
 
@@ -7,19 +10,16 @@ from typing import Any
 from datasets import Dataset
 
 from canary_action.config.schema import GRPOConfig
-from canary_action.train.data import require_columns
-from canary_action.train.rewards import reward_functions
+from canary_action.train import online
 from canary_action.train.setup import TrainingSetup
 
 
 def preflight(config: GRPOConfig) -> None:
-    """Import the reward functions now, so a typo fails before a model is loaded."""
-    reward_functions(config.reward_funcs, max_new_tokens=config.max_new_tokens)
+    online.preflight(config)
 
 
 def prepare_dataset(dataset: Dataset, setup: TrainingSetup[GRPOConfig]) -> Dataset:
-    require_columns(dataset, ("prompt",), family="grpo")
-    return dataset.select_columns(["prompt"])  # preference data: its chosen/rejected answers are not used
+    return online.prepare_dataset(dataset, setup)
 
 
 def build_trainer(setup: TrainingSetup[GRPOConfig]) -> Any:
@@ -32,22 +32,9 @@ def build_trainer(setup: TrainingSetup[GRPOConfig]) -> Any:
         num_generations=config.num_generations,
         max_completion_length=config.max_new_tokens,
         temperature=config.temperature,
-        beta=config.beta,
+        beta=config.beta,  # 0 by default: no reference model, as in TRL
     )
-    reward_models, reward_tokenizers = setup.reward_model(config.reward_model)
-    return GRPOTrainer(
-        model=setup.model,
-        reward_funcs=reward_functions(config.reward_funcs, max_new_tokens=config.max_new_tokens) + reward_models,
-        args=args,
-        train_dataset=prepare_dataset(setup.dataset, setup),
-        processing_class=setup.tokenizer,
-        reward_processing_classes=[None] * len(config.reward_funcs) + reward_tokenizers,
-        peft_config=setup.peft_config,
-        callbacks=setup.callbacks,
-    )
+    return GRPOTrainer(args=args, **online.trainer_inputs(setup))
 
 
-def count_batch(inputs: dict[str, Any]) -> tuple[int, int]:
-    """Prompt and completion tokens the policy processes; one sample per completion."""
-    tokens = inputs["prompt_mask"].sum() + inputs["completion_mask"].sum()
-    return int(tokens), int(inputs["completion_ids"].shape[0])
+count_batch = online.count_batch
