@@ -78,6 +78,9 @@ def build_trainer(setup: TrainingSetup[PPOConfig]) -> Any:
         peft_config=setup.peft_config,
     )
     trainer.add_callback(_HonourStop())
+    setup.notices.append(
+        "ppo: data/num_tokens counts prompt tokens only; TRL's PPO loop generates out of the canary's sight"
+    )
     return trainer
 
 
