@@ -196,7 +196,8 @@ def _workload(trainer: Any, setup: TrainingSetup[Any], placement: Placement) -> 
         k: v for k, v in model.config.to_dict().items() if k not in ("_name_or_path", "transformers_version")
     }
     # The examples as loaded (before the trainer's tokenization), or a custom trainer's own dataset.
-    examples = setup.dataset_if_loaded() or trainer.train_dataset
+    loaded = setup.dataset_if_loaded()
+    examples = loaded if loaded is not None else trainer.train_dataset
     return m.Workload(
         device=str(placement.device),
         dtype=placement.dtype,
