@@ -1,7 +1,12 @@
-"""Comparison thresholds: the keys users of rlhf-canary 0.1 know, their tiers, and how overrides merge.
+"""Comparison thresholds: the keys users of rlhf-canary 0.1 know, the keys of the newer checks, their tiers,
+and how overrides merge.
 
 Merge order (later wins): the tier's defaults <- a thresholds YAML file (whose optional `base_tier` replaces
 the tier) <- the config's inline `thresholds:` block.
+
+Severity: perf, memory and stability limits fail the gate; learning limits (loss curve, tail loss, algorithm
+metrics) and the secondary perf signals (first step, GPU utilisation, data wait, grad-norm spikes) warn,
+unless `fail_on_learning` makes the learning ones fail too.
 """
 
 from __future__ import annotations
@@ -16,14 +21,32 @@ Tier = Literal["default", "smoke", "perf", "nightly"]
 class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # rlhf-canary 0.1's keys, same meaning.
     max_step_time_increase_pct: float = Field(ge=0, description="Fail when steady-state step time grows more (%).")
     max_tps_drop_pct: float = Field(ge=0, description="Fail when measured tokens/s drops more (%).")
-    max_mem_increase_mb: float = Field(ge=0, description="Fail when peak memory grows more (MiB)...")
-    max_mem_increase_pct: float = Field(ge=0, description="...and more than this (%).")
+    max_mem_increase_mb: float = Field(ge=0, description="Fail when a peak memory figure grows more (MiB), or...")
+    max_mem_increase_pct: float = Field(ge=0, description="...more than this (%): either limit fails.")
     nan_steps_allowed: int = Field(ge=0, description="Steps with a NaN loss or gradient tolerated.")
     inf_steps_allowed: int = Field(ge=0, description="Steps with an infinite loss or gradient tolerated.")
     max_loss_increase_pct: float = Field(ge=0, description="Warn when the tail-mean loss grows more (%).")
     min_step_count: int = Field(ge=1, description="Fewer steady-state steps than this: perf checks are skipped.")
+    # Newer checks.
+    run_spread_k: float = Field(
+        ge=0, description="Widen the perf limits to k x the comparison's noise SD when that is larger."
+    )
+    max_first_step_increase_pct: float = Field(ge=0, description="Warn when the first step (compile) grows more (%).")
+    max_gpu_util_drop_pp: float = Field(ge=0, description="Warn when mean GPU utilisation drops more (points).")
+    max_data_wait_increase_pp: float = Field(ge=0, description="Warn when the data-wait share grows more (points).")
+    grad_norm_spikes_allowed: int = Field(
+        ge=0, description="Warn at more grad-norm spikes than the baselines' most, plus this."
+    )
+    loss_curve_tolerance_pct: float = Field(
+        ge=0, description="Per-step band around the baseline loss (%); warn when over 10 % of steps leave it."
+    )
+    max_algo_metric_change_pct: float = Field(
+        ge=0, description="Warn when an algorithm metric (reward accuracy, margin, mean reward, KL) worsens more (%)."
+    )
+    fail_on_learning: bool = Field(description="Learning checks fail the gate instead of warning.")
 
 
 class ThresholdOverrides(BaseModel):
@@ -39,6 +62,14 @@ class ThresholdOverrides(BaseModel):
     inf_steps_allowed: int | None = Field(None, ge=0)
     max_loss_increase_pct: float | None = Field(None, ge=0)
     min_step_count: int | None = Field(None, ge=1)
+    run_spread_k: float | None = Field(None, ge=0)
+    max_first_step_increase_pct: float | None = Field(None, ge=0)
+    max_gpu_util_drop_pp: float | None = Field(None, ge=0)
+    max_data_wait_increase_pp: float | None = Field(None, ge=0)
+    grad_norm_spikes_allowed: int | None = Field(None, ge=0)
+    loss_curve_tolerance_pct: float | None = Field(None, ge=0)
+    max_algo_metric_change_pct: float | None = Field(None, ge=0)
+    fail_on_learning: bool | None = None
 
 
 class ThresholdFile(ThresholdOverrides):
@@ -47,22 +78,32 @@ class ThresholdFile(ThresholdOverrides):
     base_tier: Tier | None = None
 
 
+_NEWER: Final = {
+    "run_spread_k": 3.0, "max_first_step_increase_pct": 50.0, "max_gpu_util_drop_pp": 10.0,
+    "max_data_wait_increase_pp": 5.0, "grad_norm_spikes_allowed": 2, "max_algo_metric_change_pct": 20.0,
+    "fail_on_learning": False,
+}  # fmt: skip
+
 TIERS: Final[dict[Tier, Thresholds]] = {
     "default": Thresholds(
         max_step_time_increase_pct=10, max_tps_drop_pct=8, max_mem_increase_mb=500, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=20,
+        loss_curve_tolerance_pct=10, **_NEWER,
     ),
     "smoke": Thresholds(
         max_step_time_increase_pct=15, max_tps_drop_pct=12, max_mem_increase_mb=1000, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=10,
+        loss_curve_tolerance_pct=15, **_NEWER,
     ),
     "perf": Thresholds(
         max_step_time_increase_pct=8, max_tps_drop_pct=5, max_mem_increase_mb=300, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=50,
+        loss_curve_tolerance_pct=10, **_NEWER,
     ),
     "nightly": Thresholds(
         max_step_time_increase_pct=5, max_tps_drop_pct=3, max_mem_increase_mb=200, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=100,
+        loss_curve_tolerance_pct=10, **_NEWER,
     ),
 }  # fmt: skip
 

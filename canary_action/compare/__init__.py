@@ -1,0 +1,1 @@
+"""Comparison: a run against its baselines — statistics, checks, comparability, suspects, the verdict."""

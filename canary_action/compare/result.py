@@ -1,0 +1,140 @@
+"""The comparison result: a versioned JSON document that `canary compare --json` writes and the report and
+action read. Closed like metrics.json: a field this version does not know is an error; a new field means a
+new result_schema_version.
+
+Numbers are raw (seconds, MiB, percent as 7.9 for +7.9 %); formatting belongs to the reports.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from canary_action.config.thresholds import Thresholds, Tier
+
+RESULT_SCHEMA_VERSION: Final = 1
+
+Verdict = Literal["pass", "regression", "neutral", "crashed"]
+CheckStatus = Literal["pass", "fail", "warn", "skip", "not-comparable"]
+CheckGroup = Literal["perf", "memory", "stability", "learning"]
+SuspectCategory = Literal[
+    "dataloader", "tokenization", "kernel", "memory", "communication", "io", "numerics", "dependency", "config",
+    "unknown",
+]  # fmt: skip
+RunFormat = Literal["v1", "rlhf-canary-0.1"]
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Interval(Record):
+    """A confidence interval for a change in percent: [low, high] at `level` (0.95 = 95 %)."""
+
+    low: float
+    high: float
+    level: float = 0.95
+
+
+class Check(Record):
+    name: str = Field(description="Stable identifier, e.g. step_time, max_memory, nan_steps, loss_curve.")
+    group: CheckGroup
+    status: CheckStatus
+    unit: str = Field(description="Unit of baseline/current/delta: s, tok/s, MiB, %, steps, loss, or ''.")
+    baseline: float | None = Field(None, description="The baseline figure (the centre of several baselines).")
+    current: float | None = None
+    delta: float | None = Field(None, description="current - baseline, in `unit`.")
+    delta_pct: float | None = Field(None, description="Relative change in percent (+7.9 = 7.9 % higher).")
+    interval: Interval | None = Field(None, description="Confidence interval of delta_pct, for statistical checks.")
+    threshold: float | None = Field(None, description="The limit applied (after widening), in threshold_unit.")
+    threshold_unit: str = Field("", description="%, MiB, pp (percentage points), steps...")
+    threshold_note: str | None = Field(None, description="Why the limit differs from the tier's (widening).")
+    message: str = Field(description="One line: what was found, in words.")
+
+
+class Suspect(Record):
+    category: SuspectCategory
+    confidence: float = Field(ge=0, le=1, description="0-1, from the weight of the evidence below.")
+    summary: str = Field(description="One line naming the likely cause.")
+    evidence: list[str] = Field(description="Measurements that point here, most telling first.")
+    next_steps: list[str] = Field(description="Concrete things to try or inspect.")
+    explains: list[str] = Field(default_factory=list, description="Names of the failing/warning checks it explains.")
+
+
+class Change(Record):
+    """One field that differs between the baseline and the current run (env or config)."""
+
+    field: str
+    baseline: str | None
+    current: str | None
+
+
+class OpChange(Record):
+    """One profiled op whose self time moved between the baseline and the current profiler window."""
+
+    name: str
+    baseline_ms: float | None = Field(description="Self time per profiled step; None: absent in the baseline.")
+    current_ms: float | None
+    delta_ms: float
+    device: bool = Field(description="True when the times are device (CUDA) times, else CPU times.")
+
+
+class Comparability(Record):
+    comparable: bool = Field(description="False when perf/memory checks could not be judged.")
+    differences: list[Change] = Field(default_factory=list, description="Workload/hardware fields that differ.")
+    allowed: list[str] = Field(default_factory=list, description="Differing fields the user allowed (--allow-change).")
+    excluded_baselines: list[str] = Field(default_factory=list, description="Baseline run ids left out, with why.")
+
+
+class Noise(Record):
+    baseline_runs: int = Field(description="Baselines whose samples entered the statistics.")
+    run_spread_pct: float | None = Field(
+        None, description="Between-run spread of the baselines' steady step time (SD of log medians, %)."
+    )
+    run_spread_k: float = Field(description="Perf thresholds are widened to k x run spread when that is larger.")
+    method: str = Field(description="How intervals were computed, in words.")
+
+
+class RunRef(Record):
+    run_id: str
+    source: str = Field(description="The file it was read from.")
+    format: RunFormat
+    config_name: str
+    git_sha: str | None = None
+    started_at: str | None = None
+    state: Literal["completed", "stopped_early", "failed"]
+    num_steps: int
+    device: str | None = None
+    gpu: str | None = None
+
+
+class Curve(Record):
+    """A per-step series for charts: the current run against the baseline band, downsampled."""
+
+    name: str = Field(description="The series, e.g. perf/step_time_s or train/loss.")
+    steps: list[int]
+    current: list[float | None]
+    baseline_low: list[float | None]
+    baseline_mid: list[float | None]
+    baseline_high: list[float | None]
+
+
+class CompareResult(Record):
+    result_schema_version: Literal[1] = RESULT_SCHEMA_VERSION
+    verdict: Verdict
+    reason: str = Field(description="One line: why this verdict.")
+    tier: Tier
+    thresholds: Thresholds = Field(description="The thresholds applied, after merging tier, file and config.")
+    threshold_sources: list[str] = Field(description="What was merged, in order (tier, file, inline config).")
+    current: RunRef
+    baselines: list[RunRef]
+    checks: list[Check]
+    suspects: list[Suspect]
+    comparability: Comparability
+    noise: Noise | None
+    env_changes: list[Change] = Field(default_factory=list)
+    config_changes: list[Change] = Field(default_factory=list)
+    op_changes: list[OpChange] = Field(default_factory=list)
+    curves: list[Curve] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="Things the reader should know (fallbacks, exclusions).")

@@ -1,0 +1,170 @@
+"""What a comparison reads from one run, whichever format it came in.
+
+metrics.json (schema version 1) carries raw per-step series; rlhf-canary 0.1's files carry summaries only.
+`RunData` is the common view: per-step samples where the format has them (None where it does not), and the
+summary figures every check needs. The checks read nothing else, so a check that needs per-step data says
+so by finding None, never by guessing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from canary_action.compare.result import RunFormat, RunRef
+from canary_action.metrics import schema
+from canary_action.metrics.schema import EnvFingerprint, Metrics, ProfilerSummary, Status, Workload
+
+
+@dataclass(frozen=True)
+class RunData:
+    source: str
+    format: RunFormat
+    run_id: str
+    config_name: str
+    config_hash: str | None
+    git_sha: str | None
+    started_at: str | None
+    status: Status
+    env: EnvFingerprint
+    workload: Workload | None
+    config: Mapping[str, Any]
+    num_steps: int
+    steady_step_times: list[float] | None = None
+    """Steady-state step times (s) in step order; None when the format keeps no per-step times."""
+    steady_tokens: list[float] | None = None
+    """Measured tokens of the same steady steps, aligned with steady_step_times."""
+    step_time_median: float | None = None
+    step_time_mean: float | None = None
+    first_step_time_s: float | None = None
+    tokens_per_s: float | None = None
+    tokens_per_s_measured: bool = True
+    """False for rlhf-canary 0.1 (its tokens/s came from the config, not from the batches)."""
+    peak_allocated_mib: float | None = None
+    peak_reserved_mib: float | None = None
+    gpu_utilization_pct: float | None = None
+    data_wait_share: float | None = None
+    generation_share: float | None = None
+    num_nan_steps: int = 0
+    num_inf_steps: int = 0
+    non_finite_keys: list[str] = field(default_factory=list)
+    """Where non-finite values were seen: 'loss', 'gradients', logged keys; first events first."""
+    first_non_finite_step: int | None = None
+    divergence_step: int | None = None
+    num_grad_norm_spikes: int | None = None
+    loss_steps: list[int] = field(default_factory=list)
+    losses: list[float | None] = field(default_factory=list)
+    tail_mean_loss: float | None = None
+    final_loss: float | None = None
+    algo: Mapping[str, list[float | None]] = field(default_factory=dict)
+    """Algorithm metrics per step ('rewards/accuracies', 'kl', ...), aligned with loss_steps."""
+    step_times: list[float | None] = field(default_factory=list)
+    """Every step's time, aligned with loss_steps (charts, timing breakdown)."""
+    data_wait: list[float | None] = field(default_factory=list)
+    generation: list[float | None] = field(default_factory=list)
+    profiler: ProfilerSummary | None = None
+    profiler_steps: int | None = None
+    """How many steps the profiler window covered (op times are divided by it)."""
+
+    @property
+    def tokens_per_step(self) -> float | None:
+        if not self.steady_tokens:
+            return None
+        return sum(self.steady_tokens) / len(self.steady_tokens)
+
+    def ref(self) -> RunRef:
+        gpu = self.env.gpus[0].name if self.env.gpus else None
+        return RunRef(
+            run_id=self.run_id,
+            source=self.source,
+            format=self.format,
+            config_name=self.config_name,
+            git_sha=self.git_sha,
+            started_at=self.started_at,
+            state=self.status.state,
+            num_steps=self.num_steps,
+            device=self.workload.device if self.workload else None,
+            gpu=gpu,
+        )
+
+
+def from_metrics(metrics: Metrics, source: str) -> RunData:
+    """The view of a schema-1 metrics.json. Steady rows follow the summary's warm-up cut and profiler window."""
+    series = metrics.series
+    n = len(series.get(schema.STEP, []))
+    raw_steps = _col(series, schema.STEP, n)
+    steps = [int(v) if v is not None and math.isfinite(v) else i + 1 for i, v in enumerate(raw_steps)]
+    summary = metrics.summary
+    times = _col(series, schema.STEP_TIME_S, n)
+    tokens = _col(series, schema.NUM_TOKENS, n)
+    steady_rows = _steady_rows(metrics, steps)
+    steady = [(t, tokens[i]) for i in steady_rows if (t := times[i]) is not None and _ok(t)]
+    steady_tokens = [k for _, k in steady if k is not None]
+    stability = metrics.stability
+    first_bad = min((e.step for e in stability.non_finite), default=None)
+    timing = summary.step_time_s if summary else None
+    window = metrics.profiler
+    return RunData(
+        source=source,
+        format="v1",
+        run_id=metrics.run.run_id,
+        config_name=metrics.run.config_name,
+        config_hash=metrics.run.config_hash,
+        git_sha=metrics.run.git_sha,
+        started_at=metrics.run.started_at,
+        status=metrics.status,
+        env=metrics.env,
+        workload=metrics.workload,
+        config=metrics.config,
+        num_steps=n,
+        steady_step_times=[t for t, _ in steady] or None,
+        steady_tokens=steady_tokens if steady and len(steady_tokens) == len(steady) else None,
+        step_time_median=timing.median if timing else None,
+        step_time_mean=timing.mean if timing else None,
+        first_step_time_s=summary.first_step_time_s if summary else None,
+        tokens_per_s=summary.tokens_per_s if summary else None,
+        peak_allocated_mib=summary.peak_allocated_mib if summary else None,
+        peak_reserved_mib=summary.peak_reserved_mib if summary else None,
+        gpu_utilization_pct=summary.gpu_utilization_mean_pct if summary else None,
+        data_wait_share=summary.data_wait_share if summary else None,
+        generation_share=summary.generation_share if summary else None,
+        num_nan_steps=stability.num_nan_steps,
+        num_inf_steps=stability.num_inf_steps,
+        non_finite_keys=list(dict.fromkeys(e.key for e in stability.non_finite)),
+        first_non_finite_step=first_bad,
+        divergence_step=stability.divergence_step,
+        num_grad_norm_spikes=len(stability.grad_norm_spikes) if schema.GRAD_NORM in series else None,
+        loss_steps=steps,
+        losses=_col(series, schema.LOSS, n),
+        tail_mean_loss=summary.tail_mean_loss if summary else None,
+        final_loss=summary.final_loss if summary else None,
+        algo={k.removeprefix(schema.ALGO_PREFIX): v for k, v in series.items() if k.startswith(schema.ALGO_PREFIX)},
+        step_times=times,
+        data_wait=_col(series, schema.DATA_WAIT_S, n),
+        generation=_col(series, schema.GENERATION_S, n),
+        profiler=window,
+        profiler_steps=(window.end_step - window.start_step + 1) if window else None,
+    )
+
+
+def _steady_rows(metrics: Metrics, steps: Sequence[int]) -> list[int]:
+    summary = metrics.summary
+    if summary is None:
+        return []
+    flagged = metrics.series.get(schema.IN_PROFILER_WINDOW) or [None] * len(steps)
+    window = range(metrics.profiler.start_step, metrics.profiler.end_step + 1) if metrics.profiler else range(0)
+    return [
+        i
+        for i in range(summary.warmup_steps, len(steps))
+        if steps[i] not in window and not (flagged[i] is not None and flagged[i] != 0)
+    ]
+
+
+def _col(series: Mapping[str, list[float | None]], name: str, n: int) -> list[float | None]:
+    return list(series[name]) if name in series else [None] * n
+
+
+def _ok(value: float | None) -> bool:
+    return value is not None and math.isfinite(value) and value >= 0
