@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from canary_action import __version__
+from canary_action.config.thresholds import Tier
 from canary_action.errors import (
     CanaryError,
     ConfigError,
@@ -49,7 +50,10 @@ def exit_code(error: CanaryError) -> int:
 
 def main() -> None:
     try:
-        cli.main(prog_name="canary", standalone_mode=False)
+        # Not standalone, so that errors reach the handlers below; click then *returns* a command's exit code.
+        code = cli.main(prog_name="canary", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except CanaryError as error:
         click.echo(error.render(), err=True)
         sys.exit(exit_code(error))
@@ -111,6 +115,61 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
 
     outcome = run_canary(loaded, output_dir)
     click.echo(_run_report(outcome.metrics, outcome.metrics_path))
+
+
+@cli.command("compare")
+@click.argument("current", type=click.Path(path_type=Path))
+@click.argument("baselines", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--threshold-tier",
+    "tier",
+    type=click.Choice(["default", *_TIERS]),
+    default="default",
+    show_default=True,
+    help="The tier whose thresholds start the merge.",
+)
+@click.option("--threshold-file", type=click.Path(path_type=Path), help="Thresholds YAML (base_tier + overrides).")
+@click.option(
+    "--allow-change",
+    "allowed",
+    multiple=True,
+    metavar="FIELD",
+    help="A workload field that may differ without making checks not-comparable (repeatable), e.g. max_length.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (result_schema_version 1).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the report here instead of stdout.")
+def compare_command(  # click passes options as keywords
+    *,
+    current: Path,
+    baselines: tuple[Path, ...],
+    tier: Tier,
+    threshold_file: Path | None,
+    allowed: tuple[str, ...],
+    as_json: bool,
+    output: Path | None,
+) -> None:
+    """Compare a run with its baselines (files or directories, newest first).
+
+    Exit 0 pass or neutral, 1 regression, 2 bad input, 3 the current run crashed.
+    """
+    from canary_action.compare.command import run_compare
+
+    result = run_compare(current, list(baselines), tier=tier, threshold_file=threshold_file, allowed=allowed)
+    if as_json:
+        text = result.model_dump_json(indent=2) + "\n"
+    else:
+        from canary_action.report.markdown import render_markdown
+
+        text = render_markdown(result)
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"{result.verdict}: {result.reason}\nwrote {output}", err=True)
+    code = {"regression": EXIT_REGRESSION, "crashed": EXIT_INFRA}.get(result.verdict, EXIT_OK)
+    if code:
+        raise click.exceptions.Exit(code)
 
 
 @cli.command("init-config")

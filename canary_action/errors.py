@@ -63,6 +63,13 @@ class BaselineError(MetricsFileError):
     title = "unusable baseline"
 
 
+class NoBaselineError(BaselineError):
+    """No baseline run was found (or none was usable). `canary compare` exits 2; the action, which looks
+    for one itself, answers neutral with the way to create one."""
+
+    title = "no baseline"
+
+
 class TrainingError(CanaryError):
     """The canary training run crashed or could not start. What was measured is still written."""
 

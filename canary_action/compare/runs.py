@@ -34,6 +34,8 @@ class RunData:
     num_steps: int
     steady_step_times: list[float] | None = None
     """Steady-state step times (s) in step order; None when the format keeps no per-step times."""
+    steady_rows: list[int] | None = None
+    """The rows (indices into step_times, loss_steps...) behind steady_step_times."""
     steady_tokens: list[float] | None = None
     """Measured tokens of the same steady steps, aligned with steady_step_times."""
     step_time_median: float | None = None
@@ -100,7 +102,8 @@ def from_metrics(metrics: Metrics, source: str) -> RunData:
     times = _col(series, schema.STEP_TIME_S, n)
     tokens = _col(series, schema.NUM_TOKENS, n)
     steady_rows = _steady_rows(metrics, steps)
-    steady = [(t, tokens[i]) for i in steady_rows if (t := times[i]) is not None and _ok(t)]
+    timed_rows = [i for i in steady_rows if (t := times[i]) is not None and _ok(t)]
+    steady = [(times_i, tokens[i]) for i in timed_rows if (times_i := times[i]) is not None]
     steady_tokens = [k for _, k in steady if k is not None]
     stability = metrics.stability
     first_bad = min((e.step for e in stability.non_finite), default=None)
@@ -120,6 +123,7 @@ def from_metrics(metrics: Metrics, source: str) -> RunData:
         config=metrics.config,
         num_steps=n,
         steady_step_times=[t for t, _ in steady] or None,
+        steady_rows=timed_rows or None,
         steady_tokens=steady_tokens if steady and len(steady_tokens) == len(steady) else None,
         step_time_median=timing.median if timing else None,
         step_time_mean=timing.mean if timing else None,

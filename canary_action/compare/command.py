@@ -1,0 +1,76 @@
+"""`canary compare` without the CLI: files in, CompareResult out. Also what the action calls."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from canary_action.compare.baselines import load_baselines, load_current
+from canary_action.compare.comparability import LEARNING_FIELDS, PERF_FIELDS
+from canary_action.compare.result import CompareResult
+from canary_action.compare.runs import RunData
+from canary_action.compare.verdict import compare
+from canary_action.config.load import load_threshold_file
+from canary_action.config.thresholds import ThresholdOverrides, Tier, resolve
+from canary_action.errors import MetricsFileError, UsageError
+
+ALLOWABLE = sorted({*PERF_FIELDS, *LEARNING_FIELDS})
+
+
+def run_compare(
+    current_path: Path,
+    baseline_paths: Sequence[Path],
+    *,
+    tier: Tier = "default",
+    threshold_file: Path | None = None,
+    allowed: Collection[str] = (),
+) -> CompareResult:
+    """Load, merge thresholds (tier <- file <- the run's inline block), compare. Raises CanaryError subclasses."""
+    _check_allowed(allowed)
+    current = load_current(current_path)
+    history = load_baselines(baseline_paths, current)
+    file = load_threshold_file(threshold_file) if threshold_file is not None else None
+    inline = _inline(current)
+    sources = [f"tier {tier}"]
+    if file is not None:
+        sources = [f"tier {file.base_tier}"] if file.base_tier else sources
+        sources.append(f"file {threshold_file}")
+    if inline is not None:
+        sources.append(f"the thresholds block of config {current.config_name}")
+    notes = [*history.notes, *(f"excluded baseline {why}" for why in history.excluded)]
+    return compare(
+        current,
+        history.runs,
+        resolve(tier, file, inline),
+        tier=file.base_tier if file is not None and file.base_tier else tier,
+        threshold_sources=sources,
+        allowed=allowed,
+        notes=notes,
+    )
+
+
+def _inline(current: RunData) -> ThresholdOverrides | None:
+    block = current.config.get("thresholds")
+    if block is None:
+        return None
+    try:
+        return ThresholdOverrides.model_validate(block)
+    except ValidationError as e:
+        raise MetricsFileError(
+            f"{current.source}: its config's thresholds block is invalid: {e.errors()[0]['msg']}",
+            fix="the file was edited after the run; rerun the canary or fix the block",
+        ) from e
+
+
+def _check_allowed(allowed: Collection[str]) -> None:
+    for name in allowed:
+        if name not in ALLOWABLE:
+            close = difflib.get_close_matches(name, ALLOWABLE, n=1)
+            hint = f" — did you mean `{close[0]}`?" if close else ""
+            raise UsageError(
+                f"--allow-change {name!r} is not a comparability field{hint}",
+                fix=f"use one of: {', '.join(ALLOWABLE)}",
+            )

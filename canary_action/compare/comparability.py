@@ -1,0 +1,111 @@
+"""Which baselines can be compared with the current run, check group by check group.
+
+A different GPU, dtype, batch or sequence shape, model or dataset changes what a step costs: a slower step
+then says nothing about the pull request, so perf and memory checks become `not-comparable` (naming the
+fields) instead of failing. Library versions are deliberately not on these lists: a torch or TRL bump is
+often exactly the regression to catch, and it becomes evidence for the suspects instead.
+
+Fields a baseline does not record (rlhf-canary 0.1 has no fingerprints) cannot be verified and are not
+counted as differences; the result notes that.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from canary_action.compare.result import Change
+from canary_action.compare.runs import RunData
+
+Getter = Callable[[RunData], object]
+Fields = dict[str, Getter]
+
+
+def _config(key: str) -> Getter:
+    return lambda run: run.config.get(key)
+
+
+def _gpus(run: RunData) -> object:
+    return ", ".join(gpu.name for gpu in run.env.gpus) if run.env.gpus else None
+
+
+def _device_kind(run: RunData) -> object:
+    return run.workload.device.split(":")[0] if run.workload else None
+
+
+def _on_cpu(getter: Getter) -> Getter:
+    """A CPU figure only matters when the run trained on the CPU."""
+    return lambda run: getter(run) if _device_kind(run) == "cpu" else None
+
+
+#: What a step costs: the hardware and the workload's shape.
+PERF_FIELDS: Final[Fields] = {
+    "device": _device_kind,
+    "gpu": _gpus,
+    "gpu_count": lambda run: run.env.gpu_count if run.env.gpus else None,
+    "cpu_model": _on_cpu(lambda run: run.env.cpu_model),
+    "cpu_count": _on_cpu(lambda run: run.env.cpu_count),
+    "dtype": lambda run: run.workload.dtype if run.workload else None,
+    "model": lambda run: run.workload.model_fingerprint if run.workload else None,
+    "dataset": lambda run: run.workload.dataset_fingerprint if run.workload else None,
+    **{key: _config(key) for key in (
+        "training_type", "batch_size", "gradient_accumulation_steps", "max_length", "max_prompt_length",
+        "max_new_tokens", "num_generations", "packing",
+    )},
+}  # fmt: skip
+
+#: What makes step N of two runs the same experiment: same model, data, order and batch shape.
+LEARNING_FIELDS: Final[Fields] = {
+    "model": PERF_FIELDS["model"],
+    "dataset": PERF_FIELDS["dataset"],
+    **{key: _config(key) for key in (
+        "training_type", "seed", "batch_size", "gradient_accumulation_steps", "max_length", "max_prompt_length",
+    )},
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Split:
+    """The baselines a group of checks may use, and why the others were left out."""
+
+    usable: list[RunData]
+    differences: list[Change]
+    """With no usable baseline: how the newest baseline differs (the reason for not-comparable)."""
+    excluded: list[str]
+
+
+def differences(
+    fields: dict[str, Getter], baseline: RunData, current: RunData, allowed: Collection[str]
+) -> list[Change]:
+    """The fields whose recorded values differ, skipping allowed ones and those either run lacks."""
+    changes = []
+    for name, get in fields.items():
+        before, after = get(baseline), get(current)
+        if name in allowed or before is None or after is None or before == after:
+            continue
+        changes.append(Change(field=name, baseline=_text(before), current=_text(after)))
+    return changes
+
+
+def split(fields: Fields, baselines: Sequence[RunData], current: RunData, allowed: Collection[str]) -> Split:
+    usable, excluded = [], []
+    first: list[Change] | None = None
+    for run in baselines:
+        found = differences(fields, run, current, allowed)
+        if found:
+            first = found if first is None else first
+            excluded.append(f"{run.run_id}: {', '.join(c.field for c in found)} differ")
+        else:
+            usable.append(run)
+    return Split(usable=usable, differences=[] if usable else (first or []), excluded=excluded)
+
+
+def describe(changes: Sequence[Change]) -> str:
+    return "; ".join(f"{c.field} {c.baseline} → {c.current}" for c in changes)
+
+
+def _text(value: object) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= 24 else text[:12] + "…"  # fingerprints: a prefix is enough to see they differ

@@ -1,0 +1,63 @@
+"""What every check reads: the current run, the baselines it may use, the thresholds; and the shared
+constructors for checks that could not be judged."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from canary_action.compare.comparability import Split, describe
+from canary_action.compare.result import Check, CheckGroup
+from canary_action.compare.runs import RunData
+from canary_action.config.thresholds import Thresholds
+
+
+@dataclass(frozen=True)
+class Context:
+    current: RunData
+    baselines: Sequence[RunData]
+    """Every baseline, newest first (stability checks need no comparability)."""
+    perf: Split
+    learning: Split
+    thresholds: Thresholds
+
+    @property
+    def learning_severity(self) -> Literal["fail", "warn"]:
+        return "fail" if self.thresholds.fail_on_learning else "warn"
+
+
+def skipped(
+    name: str, group: CheckGroup, unit: str, why: str, *, baseline: float | None = None, current: float | None = None
+) -> Check:
+    return Check(name=name, group=group, status="skip", unit=unit, message=why, baseline=baseline, current=current)
+
+
+def not_comparable(name: str, group: CheckGroup, unit: str, split: Split) -> Check:
+    return Check(
+        name=name,
+        group=group,
+        status="not-comparable",
+        unit=unit,
+        message=f"not comparable with the baseline: {describe(split.differences)}",
+    )
+
+
+def no_baseline(name: str, group: CheckGroup, unit: str, current: float | None = None) -> Check:
+    return Check(name=name, group=group, status="skip", unit=unit, current=current, message="no baseline to compare")
+
+
+def spread(values: Sequence[float]) -> float:
+    """Sample SD of the baselines' figures, 0 with fewer than two."""
+    return statistics.stdev(values) if len(values) >= 2 else 0.0
+
+
+def noise_margin(values: Sequence[float], k: float) -> float:
+    """k x the SD of (current - mean of n baselines) implied by the baselines' spread: k S sqrt(1 + 1/n)."""
+    return k * spread(values) * math.sqrt(1 + 1 / len(values)) if values else 0.0
+
+
+def pct(delta: float, base: float) -> float | None:
+    return 100 * delta / base if base else None

@@ -1,0 +1,122 @@
+"""What changed between the baseline and the current run: environment, config and profiled ops.
+
+Plain field-by-field diffs, rendered as strings for the reports. They make no judgement; `suspects.py`
+weighs them against the checks that failed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from canary_action.compare.result import Change, OpChange
+from canary_action.metrics.schema import EnvFingerprint, ProfilerSummary
+
+# Libraries first: a moved version is the usual cause of a regression nobody wrote. Then the hardware, then the
+# rest. fingerprint_hash is left out: it only says that something above differs.
+LIBRARY_FIELDS: Final = (
+    "torch", "cuda", "cudnn", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers",
+    "bitsandbytes", "nccl",
+)  # fmt: skip
+HARDWARE_FIELDS: Final = ("gpu", "gpu_count", "gpu_driver", "cpu_model", "cpu_count")
+OTHER_FIELDS: Final = ("python", "container_image_digest", "canary", "platform")
+
+# Config keys that never change what a run measures: names, paths and the wall-clock limit (a run that hits it
+# stops early, and run_status reports that). A changed key here is no explanation for anything.
+IGNORED_CONFIG_KEYS: Final = frozenset({"name", "description", "output_dir", "profiler.output_dir", "timeout_minutes"})
+MAX_VALUE_CHARS: Final = 80
+
+
+def env_changes(baseline: EnvFingerprint, current: EnvFingerprint) -> list[Change]:
+    """Every fingerprint field that differs, libraries first; GPU names compare as one field, "gpu"."""
+    before, after = _env_fields(baseline), _env_fields(current)
+    return [
+        Change(field=name, baseline=before[name], current=after[name])
+        for name in (*LIBRARY_FIELDS, *HARDWARE_FIELDS, *OTHER_FIELDS)
+        if before[name] != after[name]
+    ]
+
+
+def config_changes(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[Change]:
+    """Differing keys of two resolved configs, as dotted paths in the baseline's key order, then new keys.
+
+    A key set to null and a missing key read the same (None): an optional section switched on then shows only
+    the leaves it sets, not a null beside each of them.
+    """
+    before, after = _flatten(baseline), _flatten(current)
+    keys = [*before, *(k for k in after if k not in before)]
+    return [
+        Change(field=key, baseline=_render(before.get(key)), current=_render(after.get(key)))
+        for key in keys
+        if key not in IGNORED_CONFIG_KEYS and before.get(key) != after.get(key)
+    ]
+
+
+def op_changes(
+    baseline: ProfilerSummary | None,
+    baseline_steps: int | None,
+    current: ProfilerSummary | None,
+    current_steps: int | None,
+    *,
+    top: int = 10,
+) -> list[OpChange]:
+    """The `top` ops whose self time per profiled step moved most, either way, growth first.
+
+    Device time when either window recorded any (on a GPU the host time mostly measures kernel launches),
+    else CPU time. An op in one window's top-ops list only gets None on the other side: it may be new, or
+    just below that window's top-k cut.
+    """
+    if baseline is None or current is None or not baseline_steps or not current_steps:
+        return []
+    device = _has_device_time(baseline) or _has_device_time(current)
+    before = _per_step(baseline, baseline_steps, device=device)
+    after = _per_step(current, current_steps, device=device)
+    changes = [
+        OpChange(
+            name=name,
+            baseline_ms=before.get(name),
+            current_ms=after.get(name),
+            delta_ms=after.get(name, 0.0) - before.get(name, 0.0),
+            device=device,
+        )
+        for name in [*before, *(n for n in after if n not in before)]
+    ]
+    moved = sorted((c for c in changes if c.delta_ms != 0), key=lambda c: abs(c.delta_ms), reverse=True)[:top]
+    return sorted(moved, key=lambda c: c.delta_ms, reverse=True)
+
+
+def _env_fields(env: EnvFingerprint) -> dict[str, str | None]:
+    fields = {name: getattr(env, name) for name in (*LIBRARY_FIELDS, *HARDWARE_FIELDS, *OTHER_FIELDS) if name != "gpu"}
+    fields["gpu"] = ", ".join(g.name for g in env.gpus) or None
+    return {name: None if value is None else str(value) for name, value in fields.items()}
+
+
+def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{path}."))
+        elif value is not None:
+            flat[path] = value
+    return flat
+
+
+def _render(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+    return text if len(text) <= MAX_VALUE_CHARS else text[: MAX_VALUE_CHARS - 1] + "…"
+
+
+def _has_device_time(summary: ProfilerSummary) -> bool:
+    return summary.device_time_total_ms > 0 or any(op.device_self_time_ms > 0 for op in summary.top_ops)
+
+
+def _per_step(summary: ProfilerSummary, steps: int, *, device: bool) -> dict[str, float]:
+    times: dict[str, float] = {}
+    for op in summary.top_ops:  # the same name twice (overloads listed apart) counts as one op
+        ms = op.device_self_time_ms if device else op.cpu_self_time_ms
+        times[op.name] = times.get(op.name, 0.0) + ms / steps
+    return times

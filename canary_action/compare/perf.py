@@ -1,0 +1,204 @@
+"""Perf checks: steady-state step time, measured tokens/s (statistical); first step, GPU utilisation and
+data-wait share (secondary signals that warn)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+
+from canary_action.compare.context import Context, no_baseline, noise_margin, not_comparable, pct, skipped
+from canary_action.compare.result import Check, Interval
+from canary_action.compare.runs import RunData
+from canary_action.compare.stats import Effect, Sample, compare_levels, judge
+
+TOKENS_PER_STEP_SAME = 0.005  # within 0.5 %: the same batches, so tokens/s is step time in other units
+
+
+def perf_checks(ctx: Context) -> tuple[list[Check], Effect | None]:
+    """The perf checks, and the step-time comparison behind the first (its noise goes into the result)."""
+    step_time, effect = _step_time(ctx)
+    checks = [
+        step_time,
+        _tokens_per_sec(ctx, step_time),
+        _first_step(ctx),
+        _points(ctx, "gpu_utilization", lambda r: r.gpu_utilization_pct, ctx.thresholds.max_gpu_util_drop_pp, -1),
+        _points(ctx, "data_wait_share", _wait_pct, ctx.thresholds.max_data_wait_increase_pp, +1),
+    ]
+    return checks, effect
+
+
+def step_time_effect(current: RunData, baselines: Sequence[RunData]) -> Effect | None:
+    """The statistical comparison the step_time check judges (None without steady samples)."""
+    samples = [_sample(b.steady_step_times, b.step_time_median) for b in baselines]
+    usable = [s for s in samples if s is not None]
+    own = _sample(current.steady_step_times, current.step_time_median)
+    return compare_levels(own, usable) if own is not None and usable else None
+
+
+def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
+    name, unit, limit = "step_time", "s", ctx.thresholds.max_step_time_increase_pct
+    blocked = _blocked(ctx, name, unit, len(ctx.current.steady_step_times or []))
+    if blocked:
+        return blocked, None
+    effect = step_time_effect(ctx.current, ctx.perf.usable)
+    if effect is None:
+        return skipped(name, "perf", unit, "no steady-state step times in the baseline"), None
+    check = _judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median)
+    return check, effect
+
+
+def _tokens_per_sec(ctx: Context, step_time: Check) -> Check:
+    """Judged when the tokens per step changed (packing, truncation, an allowed max_length change)."""
+    name, unit, limit = "tokens_per_sec", "tok/s", ctx.thresholds.max_tps_drop_pct
+    blocked = _blocked(ctx, name, unit, len(ctx.current.steady_tokens or []))
+    if blocked:
+        return blocked
+    measured = [b for b in ctx.perf.usable if b.tokens_per_s_measured]
+    if not measured:
+        why = "the baseline's tokens/s was estimated from its config (rlhf-canary 0.1), not measured"
+        return skipped(name, "perf", unit, why, current=ctx.current.tokens_per_s)
+    own = _rates(ctx.current)
+    samples = [s for b in measured if (s := _rates(b)) is not None]
+    if own is None or not samples:
+        return skipped(name, "perf", unit, "tokens were not counted per step", current=ctx.current.tokens_per_s)
+    effect = compare_levels(own, samples)
+    check = _judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
+    same = _same_tokens_per_step(ctx.current, measured)
+    if same and step_time.status != "skip":
+        # One cause, one verdict: with the same tokens per step this is step_time in other units, and judging
+        # it again would fail a pull request twice (or under a limit the user did not set for step time).
+        message = f"{check.message}; same tokens per step ({same:,.0f}), so this mirrors step_time"
+        return check.model_copy(update={"status": "skip", "message": message})
+    return check
+
+
+def _first_step(ctx: Context) -> Check:
+    name, unit, limit = "first_step_time", "s", ctx.thresholds.max_first_step_increase_pct
+    current = ctx.current.first_step_time_s
+    if current is None:
+        return skipped(name, "perf", unit, "the first step was not timed")
+    if not ctx.perf.usable:
+        return _unusable(ctx, name, unit, current)
+    values = [v for b in ctx.perf.usable if (v := b.first_step_time_s) is not None and v > 0]
+    if not values or current <= 0:
+        return skipped(name, "perf", unit, "the baseline did not time its first step", current=current)
+    logs = [math.log(v) for v in values]
+    base = math.exp(statistics.fmean(logs))
+    change = 100 * (current / base - 1)
+    widened = 100 * math.expm1(noise_margin(logs, ctx.thresholds.run_spread_k))
+    allowed = max(limit, widened)
+    status = "warn" if change > allowed else "pass"
+    return Check(
+        name=name, group="perf", status=status, unit=unit, baseline=base, current=current,
+        delta=current - base, delta_pct=change, threshold=allowed, threshold_unit="%",
+        threshold_note=_widened_note(limit, allowed, len(values)) if allowed > limit else None,
+        message=f"first step (compile, allocator and data warm-up) {change:+.1f} %",
+    )  # fmt: skip
+
+
+def _points(ctx: Context, name: str, get: Callable[[RunData], float | None], limit: float, worse: int) -> Check:
+    """A share in percent compared in percentage points; worse = +1 when growth is bad, -1 when a drop is."""
+    current = get(ctx.current)
+    if current is None:
+        return skipped(name, "perf", "%", "not measured in this run")
+    if not ctx.perf.usable:
+        return _unusable(ctx, name, "%", current)
+    values = [v for b in ctx.perf.usable if (v := get(b)) is not None]
+    if not values:
+        return skipped(name, "perf", "%", "not measured in the baseline", current=current)
+    base = statistics.fmean(values)
+    allowed = max(limit, noise_margin(values, ctx.thresholds.run_spread_k))
+    status = "warn" if worse * (current - base) > allowed else "pass"
+    return Check(
+        name=name, group="perf", status=status, unit="%", baseline=base, current=current, delta=current - base,
+        delta_pct=pct(current - base, base), threshold=allowed, threshold_unit="pp",
+        threshold_note=_widened_note(limit, allowed, len(values)) if allowed > limit else None,
+        message=f"{name.replace('_', ' ')} {base:.1f} % → {current:.1f} % ({current - base:+.1f} points)",
+    )  # fmt: skip
+
+
+def _judged(
+    name: str, unit: str, effect: Effect, limit: float, ctx: Context, *, worse: str, current: float | None
+) -> Check:
+    decision = judge(effect, limit, ctx.thresholds.run_spread_k, worse="higher" if worse == "higher" else "lower")
+    base = current / (1 + effect.delta_pct / 100) if current is not None else None
+    sign = "+" if worse == "higher" else "−"
+    clear = "clear" if (effect.low_pct > 0 or effect.high_pct < 0) else "not statistically clear"
+    message = (
+        f"{effect.delta_pct:+.1f} % [{effect.low_pct:+.1f} %, {effect.high_pct:+.1f} %] against "
+        f"{_baselines(effect.num_baselines)}, {clear}; limit {sign}{decision.limit_pct:.1f} %"
+    )
+    return Check(
+        name=name,
+        group="perf",
+        status=decision.status,
+        unit=unit,
+        baseline=base,
+        current=current,
+        delta=current - base if current is not None and base is not None else None,
+        delta_pct=effect.delta_pct,
+        interval=Interval(low=effect.low_pct, high=effect.high_pct),
+        threshold=decision.limit_pct,
+        threshold_unit="%",
+        threshold_note=_noise_note(effect, limit, decision.limit_pct, ctx.thresholds.run_spread_k)
+        if decision.widened
+        else None,
+        message=message,
+    )
+
+
+def _noise_note(effect: Effect, limit: float, applied: float, k: float) -> str:
+    if effect.run_spread_pct is None:
+        assumed = f"{effect.prior_spread_pct:.1f} %"
+        spread = f"run-to-run spread unmeasured with one baseline, assumed {assumed} from the per-step spread"
+    else:
+        spread = f"run-to-run spread {effect.run_spread_pct:.1f} % over {effect.num_baselines} baselines"
+    return f"widened from {limit:g} % to {applied:.1f} % = {k:g} × the comparison's noise ({spread})"
+
+
+def _widened_note(limit: float, applied: float, n: int) -> str:
+    return f"widened from {limit:g} to {applied:.1f}: the {n} baselines spread that much"
+
+
+def _blocked(ctx: Context, name: str, unit: str, num_steady: int) -> Check | None:
+    if num_steady < ctx.thresholds.min_step_count:
+        why = f"{num_steady} steady-state steps, fewer than min_step_count ({ctx.thresholds.min_step_count})"
+        return skipped(name, "perf", unit, why)
+    return None if ctx.perf.usable else _unusable(ctx, name, unit, None)
+
+
+def _unusable(ctx: Context, name: str, unit: str, current: float | None) -> Check:
+    if ctx.perf.differences:
+        return not_comparable(name, "perf", unit, ctx.perf)
+    return no_baseline(name, "perf", unit, current)
+
+
+def _sample(values: list[float] | None, median: float | None) -> Sample | None:
+    if values and all(v > 0 for v in values):
+        return Sample.of(values)
+    return Sample(values=None, median=median) if median is not None and median > 0 else None
+
+
+def _rates(run: RunData) -> Sample | None:
+    times, tokens = run.steady_step_times, run.steady_tokens
+    if not times or not tokens or len(times) != len(tokens):
+        return None
+    rates = [k / t for k, t in zip(tokens, times, strict=True) if t > 0 and k > 0]
+    return Sample.of(rates) if rates else None
+
+
+def _same_tokens_per_step(current: RunData, baselines: Sequence[RunData]) -> float | None:
+    own = current.tokens_per_step
+    others = [t for b in baselines if (t := b.tokens_per_step) is not None]
+    if own is None or not others:
+        return None
+    return own if all(abs(t / own - 1) <= TOKENS_PER_STEP_SAME for t in others) else None
+
+
+def _wait_pct(run: RunData) -> float | None:
+    return 100 * run.data_wait_share if run.data_wait_share is not None else None
+
+
+def _baselines(n: int) -> str:
+    return "1 baseline" if n == 1 else f"{n} baselines"

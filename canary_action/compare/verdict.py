@@ -1,0 +1,132 @@
+"""The comparison, end to end: comparability, checks, suspects, the verdict. Pure data in, data out.
+
+Verdicts: `crashed` when the current run failed (the measured part is still judged and reported);
+`regression` when any check fails; `neutral` when nothing failed but the perf checks could not be judged
+(no baseline yet, or not comparable); `pass` otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from canary_action.compare import curves
+from canary_action.compare.comparability import LEARNING_FIELDS, PERF_FIELDS, describe, split
+from canary_action.compare.context import Context
+from canary_action.compare.diff import config_changes, env_changes, op_changes
+from canary_action.compare.learning import learning_checks, loss_band
+from canary_action.compare.memory import memory_checks
+from canary_action.compare.perf import perf_checks
+from canary_action.compare.result import Check, Comparability, CompareResult, Noise, Verdict
+from canary_action.compare.runs import RunData
+from canary_action.compare.stability import stability_checks
+from canary_action.compare.stats import Effect
+from canary_action.compare.suspects import rank_suspects
+from canary_action.config.thresholds import Thresholds, Tier
+
+_ORDER = {"fail": 0, "warn": 1, "not-comparable": 2, "pass": 3, "skip": 4}
+NO_BASELINE = "no baseline yet: run the canary on the default branch and keep its metrics.json as the baseline"
+
+
+def compare(
+    current: RunData,
+    baselines: Sequence[RunData],
+    thresholds: Thresholds,
+    *,
+    tier: Tier = "default",
+    threshold_sources: Sequence[str] = (),
+    allowed: Collection[str] = (),
+    notes: Sequence[str] = (),
+) -> CompareResult:
+    """Judge `current` against `baselines` (newest first; may be empty: stability is judged alone)."""
+    perf = split(PERF_FIELDS, baselines, current, allowed)
+    learning = split(LEARNING_FIELDS, baselines, current, allowed)
+    ctx = Context(current=current, baselines=baselines, perf=perf, learning=learning, thresholds=thresholds)
+    perf_results, effect = perf_checks(ctx)
+    checks = [*stability_checks(ctx), *perf_results, *memory_checks(ctx), *learning_checks(ctx)]
+    checks.sort(key=lambda c: _ORDER[c.status])  # stable: within a status, the groups keep their order
+    newest = baselines[0] if baselines else None
+    profiled = next((b for b in baselines if b.profiler is not None and b.profiler_steps), None)
+    env = env_changes(newest.env, current.env) if newest else []
+    config = config_changes(newest.config, current.config) if newest else []
+    ops = op_changes(
+        profiled.profiler if profiled else None,
+        profiled.profiler_steps if profiled else None,
+        current.profiler,
+        current.profiler_steps,
+    )
+    band = loss_band(
+        current,
+        [b for b in learning.usable if b.format == "v1"],
+        thresholds.loss_curve_tolerance_pct,
+        thresholds.run_spread_k,
+    )
+    verdict, reason = _verdict(current, baselines, checks, describe(perf.differences))
+    all_notes = list(notes)
+    if any(b.format == "rlhf-canary-0.1" for b in baselines):
+        all_notes.append("an rlhf-canary 0.1 baseline has no per-step samples or fingerprints: see docs/baselines.md")
+    return CompareResult(
+        verdict=verdict,
+        reason=reason,
+        tier=tier,
+        thresholds=thresholds,
+        threshold_sources=list(threshold_sources),
+        current=current.ref(),
+        baselines=[b.ref() for b in baselines],
+        checks=checks,
+        suspects=rank_suspects(current, perf.usable or baselines, checks, env, config, ops),
+        comparability=Comparability(
+            comparable=bool(perf.usable) or not baselines,
+            differences=perf.differences,
+            allowed=sorted(allowed),
+            excluded_baselines=perf.excluded,
+        ),
+        noise=_noise(effect, thresholds),
+        env_changes=env,
+        config_changes=config,
+        op_changes=ops,
+        curves=[curves.step_time_curve(current, perf.usable), curves.loss_curve(current, band)],
+        notes=all_notes,
+    )
+
+
+def _verdict(
+    current: RunData, baselines: Sequence[RunData], checks: Sequence[Check], differs: str
+) -> tuple[Verdict, str]:
+    failed = [c for c in checks if c.status == "fail"]
+    if current.status.state == "failed":
+        crash = next(c for c in checks if c.name == "run_status")
+        return "crashed", f"the canary run {crash.message}"
+    if failed:
+        names = ", ".join(c.name for c in failed)
+        return (
+            "regression",
+            f"{len(failed)} check{'s' if len(failed) > 1 else ''} failed ({names}): {failed[0].message}",
+        )
+    if not baselines:
+        return "neutral", NO_BASELINE
+    if differs:
+        return "neutral", f"not comparable with the baseline ({differs}): perf and memory were not judged"
+    warned = [c.name for c in checks if c.status == "warn"]
+    return (
+        "pass",
+        f"no check failed ({len(warned)} warning{'s' if len(warned) != 1 else ''}: {', '.join(warned)})"
+        if warned
+        else "every check passed",
+    )
+
+
+def _noise(effect: Effect | None, thresholds: Thresholds) -> Noise | None:
+    if effect is None:
+        return None
+    method = (
+        "step time: median of steady-state steps on a log scale; within-run error by batch medians "
+        "(autocorrelation-safe); run-to-run spread "
+        + (f"measured over {effect.num_baselines} baselines" if effect.run_spread_pct is not None else "assumed")
+        + f", pooled with a prior of {effect.prior_spread_pct:.1f} %; t interval, {effect.dof} d.o.f."
+    )
+    return Noise(
+        baseline_runs=effect.num_baselines,
+        run_spread_pct=effect.run_spread_pct,
+        run_spread_k=thresholds.run_spread_k,
+        method=method,
+    )

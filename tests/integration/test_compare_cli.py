@@ -1,0 +1,134 @@
+"""`canary compare` as users call it: files in, a report out, the exit code that a CI step acts on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from canary_action.metrics import schema
+from canary_action.metrics.io import write_metrics
+from canary_action.metrics.schema import NonFiniteEvent, Stability, Status
+from tests.factories import make_metrics, make_series
+from tests.integration.test_cli import canary
+
+THRESHOLDS = Path(__file__).parents[1] / "fixtures" / "thresholds"
+
+
+def save(path: Path, seed: int, step_time_s: float = 0.1, **overrides: Any) -> Path:
+    overrides["workload"] = {"dataset_fingerprint": "d" * 64, **overrides.get("workload", {})}
+    overrides["config"] = {"seed": 0, **overrides.get("config", {})}
+    overrides["run"] = {"run_id": f"{path.stem}", **overrides.get("run", {})}
+    same_batches = {schema.NUM_TOKENS: make_series(60)[schema.NUM_TOKENS]}  # one dataset, one seed: same tokens
+    metrics = make_metrics(num_steps=60, step_time_s=step_time_s, seed=seed, series=same_batches, **overrides)
+    write_metrics(metrics, path)
+    return path
+
+
+@pytest.fixture
+def baselines(tmp_path: Path) -> Path:
+    folder = tmp_path / "history"
+    for i in range(3):
+        save(folder / f"base-{i}.json", 100 + i, run={"started_at": f"2026-01-0{i + 1}T00:00:00.000Z"})
+    return folder
+
+
+def test_a_like_run_passes_with_exit_0(tmp_path: Path, baselines: Path) -> None:
+    result = canary("compare", save(tmp_path / "cur.json", 1), baselines)
+    assert result.returncode == 0, result.stderr
+    assert "rlhf-canary: ✅ pass" in result.stdout
+    assert "| step_time |" in result.stdout
+
+
+def test_a_slowdown_exits_1_and_names_the_check(tmp_path: Path, baselines: Path) -> None:
+    result = canary("compare", save(tmp_path / "cur.json", 1, step_time_s=0.14), baselines, "--json")
+    assert result.returncode == 1, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["result_schema_version"] == 1
+    assert doc["verdict"] == "regression"
+    assert doc["checks"][0]["name"] == "step_time"
+    assert doc["checks"][0]["status"] == "fail"
+    assert len(doc["baselines"]) == 3
+
+
+def test_a_nan_run_exits_1_even_against_one_baseline(tmp_path: Path, baselines: Path) -> None:
+    nan = Stability(non_finite=[NonFiniteEvent(step=9, source="grad", key="gradients", value="nan")], num_nan_steps=1)
+    current = save(tmp_path / "cur.json", 1, stability=nan, status=Status(state="stopped_early", reason="non_finite"))
+    result = canary("compare", current, baselines / "base-0.json", "--json")
+    assert result.returncode == 1
+    doc = json.loads(result.stdout)
+    assert doc["checks"][0]["name"] == "nan_steps"
+    assert doc["suspects"][0]["category"] == "numerics"
+
+
+def test_a_crashed_run_exits_3(tmp_path: Path, baselines: Path) -> None:
+    crashed = Status(state="failed", stage="train", step=3, exception_type="RuntimeError", message="CUDA error")
+    result = canary("compare", save(tmp_path / "cur.json", 1, status=crashed), baselines)
+    assert result.returncode == 3
+    assert "crashed" in result.stdout
+
+
+def test_output_file_and_tiers(tmp_path: Path, baselines: Path) -> None:
+    current = save(tmp_path / "cur.json", 1, step_time_s=0.112)  # +12 %: over default's 10 %, under smoke's 15 %
+    out = tmp_path / "report" / "result.json"
+    smoke = canary("compare", current, baselines, "--threshold-tier", "smoke", "--json", "-o", out)
+    assert smoke.returncode == 0, smoke.stdout + smoke.stderr
+    assert json.loads(out.read_text())["thresholds"]["max_step_time_increase_pct"] == 15
+    assert f"wrote {out}" in smoke.stderr
+    loose = canary("compare", current, baselines, "--threshold-file", THRESHOLDS / "custom.yaml", "--json")
+    doc = json.loads(loose.stdout)
+    assert doc["thresholds"]["max_step_time_increase_pct"] == 20
+    assert doc["threshold_sources"][0] == "tier smoke"
+
+
+def test_inline_thresholds_of_the_run_apply_last(tmp_path: Path, baselines: Path) -> None:
+    current = save(
+        tmp_path / "cur.json", 1, step_time_s=0.112, config={"thresholds": {"max_step_time_increase_pct": 30}}
+    )
+    result = canary("compare", current, baselines, "--json")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["thresholds"]["max_step_time_increase_pct"] == 30
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--allow-change", "max_lenght"], "did you mean `max_length`"),
+        (["--threshold-file", str(THRESHOLDS / "typo.yaml")], "did you mean `max_mem_increase_mb`"),
+        (["--threshold-tier", "weekly"], "weekly"),
+    ],
+)
+def test_bad_flags_exit_2(tmp_path: Path, baselines: Path, args: list[str], expected: str) -> None:
+    result = canary("compare", save(tmp_path / "cur.json", 1), baselines, *args)
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_missing_current_file_exits_2(tmp_path: Path, baselines: Path) -> None:
+    result = canary("compare", tmp_path / "nope.json", baselines)
+    assert result.returncode == 2
+    assert "does not exist" in result.stderr
+
+
+def test_compare_and_report_do_not_import_torch(tmp_path: Path, baselines: Path) -> None:
+    current = save(tmp_path / "cur.json", 1)
+    code = (
+        "import sys\n"
+        "from canary_action.cli import cli\n"
+        "for flags in ([], ['--json']):\n"
+        "    try:\n"
+        "        cli.main(['compare', sys.argv[1], sys.argv[2], *flags], standalone_mode=False)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "heavy = [m for m in ('torch', 'transformers', 'trl', 'numpy') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(current), str(baselines)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stderr

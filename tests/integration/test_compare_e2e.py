@@ -1,0 +1,56 @@
+"""Real tiny DPO runs on the CPU, compared as a pull request would be: the gate's verdicts end to end."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from canary_action.compare.command import run_compare
+from canary_action.config.load import load_config
+from canary_action.train.run import run_canary
+
+pytestmark = pytest.mark.training
+
+DPO = Path(__file__).parents[2] / "configs" / "tiny" / "dpo.yaml"
+STEPS = "max_steps=40"
+
+
+def canary_run(out: Path, *overrides: str) -> Path:
+    return run_canary(load_config(DPO, [STEPS, *overrides]), out).metrics_path
+
+
+@pytest.fixture(scope="module")
+def baselines(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    out = tmp_path_factory.mktemp("baselines")
+    return [canary_run(out / str(i)) for i in range(2)]
+
+
+def test_identical_configs_pass(baselines: list[Path], tmp_path: Path) -> None:
+    result = run_compare(canary_run(tmp_path), baselines)
+    assert result.verdict == "pass", result.reason
+    assert not [c.name for c in result.checks if c.status == "fail"]
+
+
+def test_longer_sequences_fail_step_time_with_the_config_change_on_top(baselines: list[Path], tmp_path: Path) -> None:
+    # Twice the sequence length: the builtin data grows with it, so the dataset differs too; both allowed.
+    slow = canary_run(tmp_path, "max_length=192")
+    refused = run_compare(slow, baselines)
+    assert refused.verdict == "neutral"
+    assert {d.field for d in refused.comparability.differences} >= {"max_length", "dataset"}
+
+    result = run_compare(slow, baselines, allowed=["max_length", "dataset"])
+    checks = {c.name: c for c in result.checks}
+    assert result.verdict == "regression", result.reason
+    assert checks["step_time"].status == "fail"
+    top = result.suspects[0]
+    assert top.category == "config", result.suspects
+    assert any("max_length" in line for line in [top.summary, *top.evidence])
+
+
+def test_a_nan_run_fails_stability_with_numerics_first(baselines: list[Path], tmp_path: Path) -> None:
+    result = run_compare(canary_run(tmp_path, "fault_injection.nan_loss_at_step=5"), baselines)
+    assert result.verdict == "regression"
+    assert result.checks[0].name == "nan_steps"
+    assert "step 5" in result.checks[0].message
+    assert result.suspects[0].category == "numerics"

@@ -1,0 +1,91 @@
+"""The detection benchmark's harness (benchmarks/detection.py) on tiny trial counts: its rules behave as designed.
+
+The figures themselves live in docs/benchmarks.md; these only check that the harness is sane.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import detection
+from canary_action.compare.stats import Sample, compare_levels
+
+GPU = detection.Regime.from_json("dedicated-gpu", detection.GPU_REGIME)
+# A noise-bound regime: the oracle's z x SD limit is far above a 1 % threshold, so its A/A rate is its design 1 %.
+NOISY = detection.Regime("noisy", "noisy", tau=0.1, content_sd=0.05, indep_sd=0.1, rho=0.3, t_df=8.0, mem_jitter=0.0)
+
+
+def test_oracle_false_alarms_match_its_design_where_the_noise_binds() -> None:
+    spec = detection.TierSpec("smoke", 20, 1.0, 1000, 20)
+    cell = detection.run_cell(NOISY, spec, 1, 20_000, 0, rng=np.random.default_rng(1), effects=(0.0,), with_gate=False)
+    assert math.log1p(0.01) < detection.Z99 * cell.oracle_sd
+    # 1 % by design; the binomial SD at 20000 draws is 0.07 points, the oracle's SD estimate adds a little.
+    assert cell.rates["oracle"][0.0] == pytest.approx(0.01, abs=0.003)
+
+
+def test_a_large_slowdown_is_always_caught_in_the_dedicated_gpu_regime() -> None:
+    cell = detection.run_cell(GPU, detection.tier("smoke"), 5, 40, 40, rng=np.random.default_rng(2), effects=(0.0, 0.5))
+    for rule in ("gate", "old", "oracle"):
+        assert cell.rates[rule][0.5] == 1.0
+        assert cell.rates[rule][0.0] == 0.0
+    assert cell.mismatches == 0
+    # The critical effects agree with the real gate calls (mismatches) and place every trial below +50 %.
+    assert np.all(cell.critical["gate"] < 0.5)
+    assert cell.mem_rates["gate"][0.10] == 1.0
+    assert cell.mem_rates["gate"][0.0] == 0.0
+
+
+def test_effects_move_only_the_difference() -> None:
+    """The critical-effect derivation rests on this: scaling the current run changes delta, nothing else."""
+    rng = np.random.default_rng(3)
+    times = np.exp(detection.generate_log_times(NOISY, 60, 3, 1, rng))[0]
+    baselines = [Sample.of(r.tolist()) for r in times[1:]]
+    plain = compare_levels(Sample.of(times[0].tolist()), baselines)
+    slowed = compare_levels(Sample.of((times[0] * 1.2).tolist()), baselines)
+    assert slowed.sd_log == pytest.approx(plain.sd_log, rel=1e-12)
+    assert math.log1p(slowed.delta_pct / 100) == pytest.approx(math.log1p(plain.delta_pct / 100) + math.log(1.2))
+
+
+def test_generated_noise_has_the_regime_parameters() -> None:
+    logs = detection.generate_log_times(NOISY, 400, 2, 300, np.random.default_rng(4))
+    within = logs - logs.mean(axis=2, keepdims=True)
+    assert within.std() == pytest.approx(NOISY.step_sd, rel=0.05)
+    own = within[:, 0] - within[:, 1]  # the shared content cancels between runs of one comparison
+    lag1 = np.mean(own[:, 1:] * own[:, :-1]) / np.mean(own**2)
+    assert lag1 == pytest.approx(NOISY.rho, abs=0.03)
+    assert np.std(logs[:, :, :].mean(axis=2)[:, 0]) == pytest.approx(NOISY.tau, rel=0.15)
+
+
+def test_table_has_the_expected_columns(tmp_path: Path) -> None:
+    cell = detection.run_cell(GPU, detection.tier("smoke"), 1, 10, 5, rng=np.random.default_rng(5))
+    table = detection.render_table([cell], {"dedicated-gpu": "(ii)"})
+    header, rule, row = table.splitlines()
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns == [
+        "regime", "tier (steps, threshold)", "baselines", "A/A false alarms", "+3 %", "+5 %", "+10 %", "+20 %",
+        "memory A/A", "memory +5 %", "memory +10 %",
+    ]  # fmt: skip
+    assert rule.count("---") == len(columns)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert len(cells) == len(columns)
+    assert cells[:3] == ["(ii)", "smoke (100, 15 %)", "1"]
+    assert all(c.count(" / ") == 2 for c in cells[3:8])  # gate / old / oracle
+    assert all(c.count(" / ") == 1 for c in cells[8:])  # gate / old
+    docs = tmp_path / "benchmarks.md"
+    docs.write_text(f"# B\n\nbefore\n\n{detection.DOCS_BEGIN}\nold\n{detection.DOCS_END}\n\nafter\n")
+    detection.write_docs(table, docs)
+    assert docs.read_text() == f"# B\n\nbefore\n\n{detection.DOCS_BEGIN}\n{table}\n{detection.DOCS_END}\n\nafter\n"
+
+
+def test_regimes_file_has_both_regimes() -> None:
+    params = json.loads((detection.REPO / "benchmarks" / "noise_regimes.json").read_text())
+    regimes = detection.load_regimes(detection.REPO / "benchmarks" / "noise_regimes.json")
+    assert [r.name for r in regimes] == ["shared-cpu", "dedicated-gpu"]
+    assert params["regimes"]["shared-cpu"]["fit"]["runs"] >= 12
+    gpu = next(r for r in regimes if r.name == "dedicated-gpu")
+    assert (gpu.tau, gpu.step_sd, gpu.rho) == (0.01, 0.04, 0.3)
