@@ -159,7 +159,8 @@ def token_clues(case: Case) -> list[Clue]:
     summary = (
         f"the same data gives {pct(change, signed=True, digits=1)} tokens per step: tokenization or truncation changed"
     )
-    clues = [Clue("tokenization", 0.4 if same else 0.15, (line,), PERF, summary if same else None)]
+    other = f"{pct(change, signed=True, digits=1)} tokens per step: longer or shorter sequences reach the model"
+    clues = [Clue("tokenization", 0.4 if same else 0.15, (line,), PERF, summary if same else other)]
     changes = [c for c in (*case.env, *case.config) if c.field in TOKENIZER_FIELDS]
     return clues + [Clue("tokenization", 0.3, (moved(c),), PERF) for c in changes]
 

@@ -53,8 +53,9 @@ class Band:
         return sum(1 for lo, x, hi in zip(self.low, self.current, self.high, strict=True) if not lo <= x <= hi)
 
 
-def learning_checks(ctx: Context) -> list[Check]:
-    checks = [_loss_curve(ctx), _tail_loss(ctx)]
+def learning_checks(ctx: Context, band: Band | None) -> list[Check]:
+    """The learning checks; `band` is `loss_band` over the learning baselines (computed once: charts use it too)."""
+    checks = [_loss_curve(ctx, band), _tail_loss(ctx)]
     for name, keys, worse in ALGO_METRICS:
         key = next((k for k in keys if k in ctx.current.algo), None)
         if key is not None:
@@ -75,7 +76,7 @@ def loss_band(current: RunData, baselines: Sequence[RunData], tolerance_pct: flo
     for s in steps:
         values = [o[s] for o in others]
         mid = statistics.median(values)
-        spread = statistics.stdev(values) if len(values) >= 3 else 0.0
+        spread = _sd(values) if len(values) >= 3 else 0.0
         half = max(tolerance_pct / 100 * max(abs(mid), floor), k * spread)
         band.low.append(mid - half)
         band.mid.append(mid)
@@ -83,14 +84,17 @@ def loss_band(current: RunData, baselines: Sequence[RunData], tolerance_pct: flo
     return band
 
 
-def _loss_curve(ctx: Context) -> Check:
+def curve_baselines(ctx: Context) -> list[RunData]:
+    """The baselines the loss band is drawn from: 0.1 files do not say which steps their losses belong to."""
+    return [b for b in ctx.learning.usable if b.format == "v1"]
+
+
+def _loss_curve(ctx: Context, band: Band | None) -> Check:
     name, unit = "loss_curve", "% of steps"
-    usable = [b for b in ctx.learning.usable if b.format == "v1"]  # 0.1 files do not say which steps their losses are
-    blocked = _blocked(ctx, name, unit, usable)
+    blocked = _blocked(ctx, name, unit, curve_baselines(ctx))
     if blocked:
         return blocked
     t = ctx.thresholds
-    band = loss_band(ctx.current, usable, t.loss_curve_tolerance_pct, t.run_spread_k)
     if band is None:
         return skipped(name, "learning", unit, f"fewer than {MIN_COMMON_STEPS} steps logged a loss in every run")
     outside = band.outside
@@ -202,6 +206,12 @@ def _smoothed(run: RunData) -> dict[int, float]:
         step: statistics.median(v for _, v in points[max(0, i - half) : i + half + 1])
         for i, (step, _) in enumerate(points)
     }
+
+
+def _sd(values: Sequence[float]) -> float:
+    """Sample SD in floats: statistics.stdev is exact (fractions) and dominated a nightly comparison's time."""
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def _start(run: RunData) -> float:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from canary_action.compare.context import Context, no_baseline, noise_margin, not_comparable, pct, skipped
 from canary_action.compare.result import Check, Interval
 from canary_action.compare.runs import RunData
-from canary_action.compare.stats import Effect, Sample, compare_levels, judge
+from canary_action.compare.stats import Effect, Sample, compare_levels, judge, prior_ratio
 
 TOKENS_PER_STEP_SAME = 0.005  # within 0.5 %: the same batches, so tokens/s is step time in other units
 
@@ -33,7 +33,7 @@ def step_time_effect(current: RunData, baselines: Sequence[RunData]) -> Effect |
     samples = [_sample(b.steady_step_times, b.step_time_median) for b in baselines]
     usable = [s for s in samples if s is not None]
     own = _sample(current.steady_step_times, current.step_time_median)
-    return compare_levels(own, usable) if own is not None and usable else None
+    return compare_levels(own, usable, ratio=_ratio(current)) if own is not None and usable else None
 
 
 def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
@@ -62,7 +62,7 @@ def _tokens_per_sec(ctx: Context, step_time: Check) -> Check:
     samples = [s for b in measured if (s := _rates(b)) is not None]
     if own is None or not samples:
         return skipped(name, "perf", unit, "tokens were not counted per step", current=ctx.current.tokens_per_s)
-    effect = compare_levels(own, samples)
+    effect = compare_levels(own, samples, ratio=_ratio(ctx.current))
     check = _judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
     same = _same_tokens_per_step(ctx.current, measured)
     if same and step_time.status != "skip":
@@ -194,6 +194,10 @@ def _same_tokens_per_step(current: RunData, baselines: Sequence[RunData]) -> flo
     if own is None or not others:
         return None
     return own if all(abs(t / own - 1) <= TOKENS_PER_STEP_SAME for t in others) else None
+
+
+def _ratio(run: RunData) -> float:
+    return prior_ratio(run.workload.device if run.workload else None)
 
 
 def _wait_pct(run: RunData) -> float | None:

@@ -6,8 +6,8 @@ with non-overlapping batch medians — the method of batch means — not with th
 between-run offset (the machine, the clocks, the neighbours), which one run's samples cannot show at all.
 
 The between-run spread tau is measured from the baselines when there are several: the sample variance of
-their log medians, pooled with a prior of PRIOR_DOF pseudo-runs at tau0 = PRIOR_RATIO x the per-step spread
-(a noisy machine shows it in its steps too). With one baseline tau is the prior alone, and the result says
+their log medians, pooled with a prior of PRIOR_DOF pseudo-runs at tau0 = PRIOR_RATIO[device] x the per-step
+spread (a noisy machine shows it in its steps too). With one baseline tau is the prior alone, and the result says
 so. The difference d = log(current) - mean(log(baselines)) then has SD tau * sqrt(1 + 1/n), with a Student
 t interval on PRIOR_DOF + n - 1 degrees of freedom.
 
@@ -25,7 +25,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final, Literal
 
-PRIOR_RATIO: Final = 0.6  # tau0 / per-step spread: fitted on repeated CPU runs (0.65); a dedicated GPU shows ~0.25
+#: tau0 / per-step spread, by device kind. cpu: fitted on 16 runs of the tiny DPO canary on a shared 2-core
+#: machine, where the runs' medians spread 1.1x as much as their steps (load shifts move whole runs). cuda: 0.6,
+#: conservative against a dedicated GPU's ~0.25 (1 % between runs, 4 % per step; an assumption until GPU runs
+#: are fitted). One ratio cannot serve both: benchmarks/detection.py has the sweep.
+PRIOR_RATIO: Final[dict[str, float]] = {"cpu": 1.1, "cuda": 0.6}
 PRIOR_DOF: Final = 3  # the prior counts as 3 runs: one lucky-quiet baseline pair cannot shrink the spread to 0
 MIN_BATCHES: Final = 5
 MAX_BATCHES: Final = 30
@@ -66,8 +70,17 @@ class Effect:
         return 100 * math.expm1(k * self.sd_log)
 
 
-def compare_levels(current: Sample, baselines: Sequence[Sample]) -> Effect:
-    """The change of `current` against the baselines' mean log median, with its interval."""
+def prior_ratio(device: str | None) -> float:
+    """The prior's ratio for a device ("cpu", "cuda:0"...); an unknown device gets the CPU's, the cautious one."""
+    kind = (device or "cpu").split(":")[0]
+    return PRIOR_RATIO.get(kind, PRIOR_RATIO["cpu"])
+
+
+def compare_levels(current: Sample, baselines: Sequence[Sample], *, ratio: float) -> Effect:
+    """The change of `current` against the baselines' mean log median, with its interval.
+
+    `ratio` scales the run-spread prior from the per-step spread: `prior_ratio(device)`.
+    """
     if not baselines:
         raise ValueError("compare_levels needs at least one baseline")
     n = len(baselines)
@@ -76,7 +89,7 @@ def compare_levels(current: Sample, baselines: Sequence[Sample]) -> Effect:
     d = math.log(current.median) - centre
     runs = [current, *baselines]
     step_sd = statistics.median([s for r in runs if (s := per_step_log_sd(r.values)) is not None] or [0.0])
-    tau0_sq = (PRIOR_RATIO * step_sd) ** 2
+    tau0_sq = (ratio * step_sd) ** 2
     spread_sq = statistics.variance(logs) if n >= 2 else None
     tau_sq = (PRIOR_DOF * tau0_sq + (n - 1) * (spread_sq or 0.0)) / (PRIOR_DOF + n - 1)
     # Never below what the runs' own samples say about their medians (batch means).

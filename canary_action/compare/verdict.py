@@ -13,7 +13,7 @@ from canary_action.compare import curves
 from canary_action.compare.comparability import LEARNING_FIELDS, PERF_FIELDS, describe, split
 from canary_action.compare.context import Context
 from canary_action.compare.diff import config_changes, env_changes, op_changes
-from canary_action.compare.learning import learning_checks, loss_band
+from canary_action.compare.learning import curve_baselines, learning_checks, loss_band
 from canary_action.compare.memory import memory_checks
 from canary_action.compare.perf import perf_checks
 from canary_action.compare.result import Check, Comparability, CompareResult, Noise, Verdict
@@ -42,7 +42,9 @@ def compare(
     learning = split(LEARNING_FIELDS, baselines, current, allowed)
     ctx = Context(current=current, baselines=baselines, perf=perf, learning=learning, thresholds=thresholds)
     perf_results, effect = perf_checks(ctx)
-    checks = [*stability_checks(ctx), *perf_results, *memory_checks(ctx), *learning_checks(ctx)]
+    t = thresholds
+    band = loss_band(current, curve_baselines(ctx), t.loss_curve_tolerance_pct, t.run_spread_k)
+    checks = [*stability_checks(ctx), *perf_results, *memory_checks(ctx), *learning_checks(ctx, band)]
     checks.sort(key=lambda c: _ORDER[c.status])  # stable: within a status, the groups keep their order
     newest = baselines[0] if baselines else None
     profiled = next((b for b in baselines if b.profiler is not None and b.profiler_steps), None)
@@ -53,12 +55,6 @@ def compare(
         profiled.profiler_steps if profiled else None,
         current.profiler,
         current.profiler_steps,
-    )
-    band = loss_band(
-        current,
-        [b for b in learning.usable if b.format == "v1"],
-        thresholds.loss_curve_tolerance_pct,
-        thresholds.run_spread_k,
     )
     verdict, reason = _verdict(current, baselines, checks, describe(perf.differences))
     all_notes = list(notes)

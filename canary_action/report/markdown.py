@@ -47,7 +47,9 @@ def bar(confidence: float) -> str:
 
 def _row(check: Check) -> str:
     change = "—"
-    if check.delta_pct is not None:
+    if check.threshold_unit == "pp" and check.delta is not None:
+        change = f"{check.delta:+.1f} pp"
+    elif check.delta_pct is not None:
         change = f"{check.delta_pct:+.1f} %"
         if check.interval is not None:
             change += f" [{check.interval.low:+.1f}, {check.interval.high:+.1f}]"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from canary_action.cli import cli
 from canary_action.metrics.io import read_metrics
 
 ROOT = Path(__file__).parents[2]
@@ -152,5 +153,23 @@ def test_light_commands_do_not_import_torch(tmp_path: Path) -> None:
 def test_version_and_help() -> None:
     assert "rlhf-canary" in canary("--version").stdout
     help_text = canary("--help").stdout
-    for command in ("env", "run", "init-config", "save-baseline", "schema"):
+    for command in ("env", "run", "compare", "init-config", "save-baseline", "schema"):
         assert command in help_text
+
+
+def test_the_command_line_is_frozen() -> None:
+    """Every command and flag (a public surface: workflows call them). A change here is a release note."""
+    surface = {
+        name: sorted(opt for param in command.params for opt in (param.opts if param.opts else [param.name or ""]))
+        for name, command in sorted(cli.commands.items())
+    }
+    assert surface == {
+        "compare": sorted(["current", "baselines", "--threshold-tier", "--threshold-file", "--allow-change", "--json",
+                           "-o", "--output"]),
+        "env": ["--json"],
+        "init-config": sorted(["out", "--type", "--tier", "--force"]),
+        "run": sorted(["config", "-o", "--output-dir", "--set"]),
+        "save-baseline": sorted(["metrics", "dest"]),
+        "schema": ["--config"],
+    }  # fmt: skip
+    assert sorted(opt for param in cli.params for opt in param.opts) == sorted(["--version", "-v", "--verbose"])

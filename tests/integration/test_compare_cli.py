@@ -132,3 +132,46 @@ def test_compare_and_report_do_not_import_torch(tmp_path: Path, baselines: Path)
         [sys.executable, "-c", code, str(current), str(baselines)], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+BAD_BASELINES = Path(__file__).parents[1] / "fixtures" / "baselines"
+
+
+@pytest.mark.parametrize(
+    ("fixture", "expected"),
+    [
+        ("corrupt.json", "is not valid JSON"),
+        ("wrong_version.json", "has schema_version 2"),
+        ("not_object.json", "expected a JSON object"),
+        ("other_config.json", "is from config 'dpo-smoke'"),
+        ("legacy_bad.json", "perf.step_time"),
+        ("failed_run.json", "failed run"),
+        ("empty_dir", "no baseline found"),
+    ],
+)
+def test_every_bad_baseline_exits_2_with_one_message(tmp_path: Path, fixture: str, expected: str) -> None:
+    result = canary(
+        "compare", save(tmp_path / "cur.json", 1, run={"config_name": "sft-smoke"}), BAD_BASELINES / fixture
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert expected in result.stderr
+    assert result.stderr.count("fix:") == 1
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_an_rlhf_canary_0_1_baseline_is_read(tmp_path: Path) -> None:
+    same_workload = {
+        "model_name": "EleutherAI/pythia-70m", "dataset_name": "Anthropic/hh-rlhf", "batch_size": 2,
+        "gradient_accumulation_steps": 4, "max_length": 256,
+    }  # fmt: skip
+    a10g = {"gpus": [{"index": 0, "name": "NVIDIA A10G", "memory_total_mib": 23028.0}]}
+    current = save(tmp_path / "cur.json", 1, config=same_workload, env=a10g)
+    result = canary("compare", current, BAD_BASELINES / "legacy_0_1.json", "--json")
+    assert result.returncode in (0, 1), result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["baselines"][0]["format"] == "rlhf-canary-0.1"
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["step_time"]["status"] in ("pass", "fail", "warn")
+    assert checks["tokens_per_sec"]["status"] == "skip"
+    assert any("0.1" in note for note in doc["notes"])

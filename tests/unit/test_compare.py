@@ -270,3 +270,13 @@ def test_summary_columns_feed_the_view() -> None:
     assert view.steady_step_times is not None
     assert len(view.steady_step_times) == summary.num_steady_steps
     assert view.tokens_per_step is not None
+
+
+def test_divergence_is_caught_in_a_50_step_smoke_run() -> None:
+    learning = [2.0 * math.exp(-s / 8) + 0.6 + 0.01 * (-1) ** s for s in range(1, 31)]
+    blow_up = [0.6 * 1.25**k for k in range(1, 21)]  # from step 31 the loss runs away
+    current = run(1, num_steps=50, series={schema.LOSS: learning + blow_up})
+    check = by_name(compare(current, history(2, num_steps=50), TIERS["smoke"]))["loss_divergence"]
+    assert check.status == "fail"
+    assert current.divergence_step is not None
+    assert 31 <= current.divergence_step <= 36

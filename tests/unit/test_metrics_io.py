@@ -99,7 +99,7 @@ def test_not_an_object(tmp_path: Path, text: str, said: str) -> None:
     assert f"expected a JSON object at the top level, found {said}" in read_error(path)
 
 
-@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999", "-1E+400", "1" + "0" * 400 + ".5"])
 def test_non_finite_numbers_are_refused(tmp_path: Path, literal: str) -> None:
     path = tmp_path / "metrics.json"
     path.write_text('{"schema_version": 1, "x": ' + literal + "}", encoding="utf-8")
