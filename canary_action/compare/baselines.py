@@ -22,7 +22,7 @@ from canary_action.compare.legacy import is_legacy, read_legacy
 from canary_action.compare.runs import RunData, from_metrics
 from canary_action.errors import BaselineError, MetricsFileError, NoBaselineError
 from canary_action.metrics import io
-from canary_action.metrics.io import _clip, _load_json, read_metrics
+from canary_action.metrics.io import clip_text, load_json, read_metrics
 
 MAX_BASELINES: Final = 20  # enough to measure the between-run spread; older runs describe an older tree
 MAX_DIR_FILES: Final = 200  # a directory with more is not a baseline download; read the newest (by mtime)
@@ -77,7 +77,7 @@ def load_baselines(paths: Sequence[Path], current: RunData) -> BaselineSet:
         if why is None:
             kept.append(run)
         else:
-            excluded.append(f"{_clip(run.run_id, 80)}: {why}")
+            excluded.append(f"{clip_text(run.run_id, 80)}: {why}")
     if not kept:
         _no_history(paths, excluded)
     if len(kept) > MAX_BASELINES:
@@ -119,14 +119,15 @@ def _files_under(root: Path, notes: list[str]) -> list[Path]:
                 continue
             path = Path(folder) / name
             if not str(path).isprintable():  # a name from an artifact must not forge CI log lines
-                notes.append(f"skipped {_clip(str(path), 200)}: control characters in its name")
+                notes.append(f"skipped {clip_text(str(path), 200)}: control characters in its name")
             elif path.is_symlink() and not _inside(path, top):
-                notes.append(f"skipped {_clip(str(path), 200)}: a link out of {_clip(str(root), 200)}")
+                notes.append(f"skipped {clip_text(str(path), 200)}: a link out of {clip_text(str(root), 200)}")
             elif path.is_file():
                 found.append(path)
     if len(found) > MAX_DIR_FILES:
         notes.append(
-            f"{len(found)} .json files under {_clip(str(root), 200)}; read the {MAX_DIR_FILES} most recently modified"
+            f"{len(found)} .json files under {clip_text(str(root), 200)}; "
+            f"read the {MAX_DIR_FILES} most recently modified"
         )
         found = sorted(found, key=_mtime, reverse=True)[:MAX_DIR_FILES]
     return found
@@ -135,7 +136,7 @@ def _files_under(root: Path, notes: list[str]) -> list[Path]:
 def _read(path: Path, notes: list[str], *, in_dir: bool) -> RunData | None:
     """One baseline file, either format. In a directory, files that are not metrics files at all (a profiler
     trace, a report) are skipped with a note; a metrics file that is broken is an error wherever it is."""
-    shown = _clip(str(path), 200)
+    shown = clip_text(str(path), 200)
     if in_dir and _size(path) > io.MAX_BYTES:
         notes.append(f"skipped {shown}: larger than {io.MAX_BYTES // 2**20} MiB, not a metrics file")
         return None
@@ -165,8 +166,8 @@ def _unique(runs: list[RunData], notes: list[str]) -> list[RunData]:
         kept = first.setdefault(run.run_id, run)
         if kept is not run:
             notes.append(
-                f"baseline {_clip(run.run_id, 80)} was found twice ({_clip(kept.source, 200)}, "
-                f"{_clip(run.source, 200)}); the first is used"
+                f"baseline {clip_text(run.run_id, 80)} was found twice ({clip_text(kept.source, 200)}, "
+                f"{clip_text(run.source, 200)}); the first is used"
             )
     return list(first.values())
 
@@ -175,14 +176,14 @@ def _check_same_canary(run: RunData, current: RunData) -> None:
     if run.format == "v1":
         if run.config_name != current.config_name:
             raise BaselineError(
-                f"baseline {run.source} is from config '{_clip(run.config_name, 100)}', the current run is "
-                f"'{_clip(current.config_name, 100)}'",
-                fix=f"pass the baseline artifact of config '{_clip(current.config_name, 100)}'",
+                f"baseline {run.source} is from config '{clip_text(run.config_name, 100)}', the current run is "
+                f"'{clip_text(current.config_name, 100)}'",
+                fix=f"pass the baseline artifact of config '{clip_text(current.config_name, 100)}'",
             )
         return
     # rlhf-canary 0.1: the config name may have changed in the move (it must now be a slug), so not checked.
     differ = [
-        f"{key} {_clip(repr(run.config[key]), 80)} (current run: {_clip(repr(current.config[key]), 80)})"
+        f"{key} {clip_text(repr(run.config[key]), 80)} (current run: {clip_text(repr(current.config[key]), 80)})"
         for key in _LEGACY_SAME_KEYS
         if key in run.config and key in current.config and run.config[key] != current.config[key]
     ]
@@ -200,16 +201,16 @@ def _exclusion(run: RunData, current: RunData) -> str | None:
     if status.state == "failed":
         what = status.exception_type or status.message or status.reason or "an error"
         where = f" in {status.stage}" if status.stage else ""
-        return f"failed run ({_clip(what, 80)}{where})"
+        return f"failed run ({clip_text(what, 80)}{where})"
     if status.state == "stopped_early":
         at = f" at step {status.step}" if status.step is not None else ""
-        why = f" ({_clip(status.reason, 40)})" if status.reason else ""
+        why = f" ({clip_text(status.reason, 40)})" if status.reason else ""
         return f"stopped early{at}{why}: not a full run"
     return None
 
 
 def _no_history(paths: Sequence[Path], excluded: list[str]) -> None:
-    where = ", ".join(_clip(str(p), 200) for p in paths) or "(none given)"
+    where = ", ".join(clip_text(str(p), 200) for p in paths) or "(none given)"
     if excluded:
         raise NoBaselineError(
             f"no usable baseline in {where}: every run was left out ({'; '.join(excluded)})",
@@ -220,7 +221,7 @@ def _no_history(paths: Sequence[Path], excluded: list[str]) -> None:
 
 def _peek(path: Path) -> object:
     try:
-        return _load_json(path)
+        return load_json(path)
     except MetricsFileError:
         return _UNPARSED
 

@@ -18,11 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from canary_action.compare.runs import RunData
 from canary_action.errors import BaselineError
-from canary_action.metrics.io import _OLD_FORMAT_KEYS, _clip, _dotted
+from canary_action.metrics.io import OLD_FORMAT_KEYS, clip_text, validation_summary
 from canary_action.metrics.schema import EnvFingerprint, GPUInfo, ProfiledOp, ProfilerSummary, Status
 
 LEGACY_VERSION: Final = "0.1"
-_SHOWN_ERRORS: Final = 5
 # 0.1 named runs f"{config.name}_{unix time}_{sha256(config)[:8]}": the only place its files keep the config name.
 _RUN_ID: Final = re.compile(r"(?P<name>.+)_\d+_[0-9a-f]{8}")
 # 0.1 wrote this for torch_version when torch was not importable.
@@ -145,7 +144,7 @@ class LegacyMetrics(_Record):
 
 def is_legacy(data: object) -> TypeGuard[dict[str, Any]]:
     """True for a JSON object shaped like 0.1's metrics.json: no schema_version, and run_id, perf, stability."""
-    return isinstance(data, dict) and "schema_version" not in data and data.keys() >= _OLD_FORMAT_KEYS
+    return isinstance(data, dict) and "schema_version" not in data and data.keys() >= OLD_FORMAT_KEYS
 
 
 def read_legacy(path: Path, data: Mapping[str, Any]) -> tuple[RunData, list[str]]:
@@ -156,13 +155,9 @@ def read_legacy(path: Path, data: Mapping[str, Any]) -> tuple[RunData, list[str]
     try:
         doc = LegacyMetrics.model_validate(data)
     except ValidationError as e:
-        errors = e.errors()
-        lines = [f"{_dotted(err['loc'])}: {_clip(err['msg'], 200)}" for err in errors[:_SHOWN_ERRORS]]
-        if len(errors) > _SHOWN_ERRORS:
-            lines.append(f"... and {len(errors) - _SHOWN_ERRORS} more")
         raise BaselineError(
             f"baseline {path} looks like an rlhf-canary 0.1 metrics.json but does not match that format: "
-            f"{len(errors)} error{'s' if len(errors) != 1 else ''}" + "".join(f"\n  - {line}" for line in lines),
+            + validation_summary(e),
             fix=f"0.1 files are read as 0.1 wrote them and this one was edited or truncated; delete it or pass "
             f"another baseline, or {_RECREATE}",
         ) from e
@@ -277,6 +272,6 @@ def _caveats(doc: LegacyMetrics) -> list[str]:
     if doc.perf.dataloader_wait_pct is not None or doc.perf.step_time.count == 0:
         return []
     return [
-        f"{_clip(doc.run_id, 80)}: rlhf-canary 0.1 recorded no data-wait share, so its step time, which left out "
+        f"{clip_text(doc.run_id, 80)}: rlhf-canary 0.1 recorded no data-wait share, so its step time, which left out "
         "the batch fetch, is used as written; the current run may read slower by its own data-wait share"
     ]

@@ -21,7 +21,7 @@ from canary_action.metrics.schema import SCHEMA_VERSION, Metrics
 
 MAX_BYTES: Final = 64 * 2**20  # a 10,000-step run with 40 columns is ~10 MiB; beyond this it is not ours
 _SHOWN_ERRORS: Final = 5
-_OLD_FORMAT_KEYS: Final = frozenset({"run_id", "perf", "stability"})  # rlhf-canary 0.1's top level
+OLD_FORMAT_KEYS: Final = frozenset({"run_id", "perf", "stability"})  # rlhf-canary 0.1's top level
 _MAY_OVERFLOW: Final = re.compile(r"[eE][+]?0*[1-9][0-9]{2}|[0-9]{309}")
 _RERUN = "re-run the canary with this release to write a current metrics.json"
 
@@ -58,7 +58,7 @@ def write_metrics(metrics: Metrics, path: Path) -> None:
 
 def read_metrics(path: Path) -> Metrics:
     """Read and validate a metrics.json of schema version 1. Raises MetricsFileError, nothing else."""
-    data = _load_json(path)
+    data = load_json(path)
     if not isinstance(data, dict):
         raise MetricsFileError(
             f"{path}: expected a JSON object at the top level, found {_json_type(data)}",
@@ -68,15 +68,19 @@ def read_metrics(path: Path) -> Metrics:
     try:
         return Metrics.model_validate(data)
     except ValidationError as e:
-        errors = e.errors()
-        lines = [f"{_dotted(err['loc'])}: {_clip(err['msg'], 200)}" for err in errors[:_SHOWN_ERRORS]]
-        if len(errors) > _SHOWN_ERRORS:
-            lines.append(f"... and {len(errors) - _SHOWN_ERRORS} more")
         raise MetricsFileError(
-            f"{path} does not match the metrics.json schema (version {SCHEMA_VERSION}): "
-            f"{len(errors)} error{'s' if len(errors) != 1 else ''}" + "".join(f"\n  - {line}" for line in lines),
+            f"{path} does not match the metrics.json schema (version {SCHEMA_VERSION}): {validation_summary(e)}",
             fix=f"the file was edited or written by a broken writer; {_RERUN}",
         ) from e
+
+
+def validation_summary(error: ValidationError) -> str:
+    """'3 errors' and the first few as indented lines, with field paths and messages clipped (untrusted input)."""
+    errors = error.errors()
+    lines = [f"{_dotted(err['loc'])}: {clip_text(err['msg'], 200)}" for err in errors[:_SHOWN_ERRORS]]
+    if len(errors) > _SHOWN_ERRORS:
+        lines.append(f"... and {len(errors) - _SHOWN_ERRORS} more")
+    return f"{len(errors)} error{'s' if len(errors) != 1 else ''}" + "".join(f"\n  - {line}" for line in lines)
 
 
 def metrics_json_schema() -> dict[str, Any]:
@@ -94,7 +98,7 @@ def metrics_json_schema() -> dict[str, Any]:
     }
 
 
-def _load_json(path: Path) -> object:
+def load_json(path: Path) -> object:
     try:
         if path.stat().st_size > MAX_BYTES:
             raise MetricsFileError(
@@ -126,12 +130,12 @@ def _load_json(path: Path) -> object:
     except _NonFiniteNumberError as e:
         raise MetricsFileError(f"{path}: {e}", fix=f"write non-finite values as null; {_RERUN}") from e
     except (ValueError, RecursionError) as e:  # an integer of over 4300 digits, or absurd nesting
-        raise MetricsFileError(f"{path} cannot be parsed: {_clip(str(e), 200)}", fix=_RERUN) from e
+        raise MetricsFileError(f"{path} cannot be parsed: {clip_text(str(e), 200)}", fix=_RERUN) from e
 
 
 def _check_version(path: Path, data: dict[str, Any]) -> None:
     if "schema_version" not in data:
-        if data.keys() >= _OLD_FORMAT_KEYS:
+        if data.keys() >= OLD_FORMAT_KEYS:
             raise MetricsFileError(
                 f"{path} is in the rlhf-canary 0.1 format (no schema_version; it has run_id, perf and "
                 f"stability); this reader reads schema version {SCHEMA_VERSION} only",
@@ -145,7 +149,7 @@ def _check_version(path: Path, data: dict[str, Any]) -> None:
     if type(version) is int and version == SCHEMA_VERSION:  # not True, not 1.0, not "1"
         return
     newer = type(version) is int and version > SCHEMA_VERSION
-    found = _clip(json.dumps(version, ensure_ascii=False), 60)
+    found = clip_text(json.dumps(version, ensure_ascii=False), 60)
     raise MetricsFileError(
         f"{path} has schema_version {found}; this canary reads version {SCHEMA_VERSION}",
         fix="upgrade rlhf-canary: a newer release wrote this file" if newer else _RERUN,
@@ -159,7 +163,7 @@ def _reject_constant(name: str) -> float:
 def _finite_float(literal: str) -> float:
     value = float(literal)
     if value in (float("inf"), float("-inf")):
-        raise _NonFiniteNumberError(f"the number {_clip(literal, 40)} overflows a double")
+        raise _NonFiniteNumberError(f"the number {clip_text(literal, 40)} overflows a double")
     return value
 
 
@@ -169,10 +173,10 @@ def _json_type(value: object) -> str:
 
 
 def _dotted(loc: tuple[int | str, ...]) -> str:
-    return ".".join(_clip(str(part), 60) for part in loc) or "(top level)"
+    return ".".join(clip_text(str(part), 60) for part in loc) or "(top level)"
 
 
-def _clip(text: str, limit: int) -> str:
+def clip_text(text: str, limit: int) -> str:
     """Escape control characters and cut to `limit`: a key from an untrusted file must not forge CI log lines
     (a newline followed by `::error::` is a workflow command)."""
     escaped = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)

@@ -23,13 +23,9 @@ from canary_action.metrics import io
 from canary_action.metrics.io import write_metrics
 from canary_action.metrics.schema import Status
 from tests.factories import make_metrics
+from tests.strategies import JSON_VALUES
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "baselines"
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=20,
-)
 LEGACY_WORKLOAD = {"model_name": "EleutherAI/pythia-70m", "dataset_name": "Anthropic/hh-rlhf"}
 
 

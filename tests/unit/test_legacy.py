@@ -15,13 +15,9 @@ from canary_action.compare.legacy import config_name_of, is_legacy, read_legacy
 from canary_action.compare.runs import RunData
 from canary_action.errors import BaselineError
 from canary_action.metrics.schema import GPUInfo, ProfiledOp
+from tests.strategies import mutate_somewhere
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "baselines" / "legacy_0_1.json"
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=20,
-)
 
 
 def legacy_doc(**changes: Any) -> dict[str, Any]:
@@ -224,13 +220,7 @@ def test_many_errors_are_cut_short_and_keys_cannot_forge_log_lines() -> None:
 @given(data=st.data())
 def test_a_mutated_document_is_read_or_refused(data: st.DataObject) -> None:
     doc = legacy_doc()
-    node: Any = doc
-    while isinstance(node, dict | list) and node:  # walk down to a random place and replace what is there
-        key = data.draw(st.sampled_from(sorted(node) if isinstance(node, dict) else range(len(node))))
-        if data.draw(st.booleans()) or not isinstance(node[key], dict | list) or not node[key]:
-            node[key] = data.draw(JSON_VALUES)
-            break
-        node = node[key]
+    mutate_somewhere(doc, data)
     try:
         outcome = read(copy.deepcopy(doc))[0].format
     except BaselineError as e:

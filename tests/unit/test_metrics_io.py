@@ -17,12 +17,7 @@ from canary_action.metrics import io
 from canary_action.metrics.io import metrics_json_schema, read_metrics, write_metrics
 from canary_action.metrics.schema import Metrics
 from tests.factories import make_metrics
-
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=20,
-)
+from tests.strategies import JSON_VALUES, mutate_somewhere
 
 
 def write_json(path: Path, value: Any) -> Path:
@@ -176,13 +171,7 @@ def test_arbitrary_json_never_escapes_as_a_traceback(tmp_path: Path, value: Any)
 @given(data=st.data())
 def test_a_mutated_document_is_read_or_refused(tmp_path: Path, data: st.DataObject) -> None:
     doc = make_metrics(num_steps=6).model_dump(mode="json")
-    node: Any = doc
-    while isinstance(node, dict | list) and node:  # walk down to a random place and replace what is there
-        key = data.draw(st.sampled_from(sorted(node) if isinstance(node, dict) else range(len(node))))
-        if data.draw(st.booleans()) or not isinstance(node[key], dict | list) or not node[key]:
-            node[key] = data.draw(JSON_VALUES)
-            break
-        node = node[key]
+    mutate_somewhere(doc, data)
     path = write_json(tmp_path / "metrics.json", doc)
     try:
         outcome: Metrics | str = read_metrics(path)
