@@ -213,14 +213,26 @@ def save_baseline(metrics: Path, dest: Path) -> None:
 
 @cli.command()
 @click.option("--config", "of_config", is_flag=True, help="Print the canary config's schema instead.")
-def schema(of_config: bool) -> None:
-    """Print the JSON Schema of metrics.json (or of the canary config)."""
+@click.option("--result", "of_result", is_flag=True, help="Print the schema of `canary compare --json` instead.")
+def schema(of_config: bool, of_result: bool) -> None:
+    """Print the JSON Schema of metrics.json (or of the canary config, or of the compare result)."""
+    if of_config and of_result:
+        raise UsageError("--config and --result each choose a schema", fix="pass one of them")
     if of_config:
         from pydantic import TypeAdapter
 
         from canary_action.config.schema import CanaryConfig
 
         click.echo(json.dumps(TypeAdapter(CanaryConfig).json_schema(), indent=2))
+        return
+    if of_result:
+        from canary_action.compare.result import RESULT_SCHEMA_VERSION, CompareResult
+
+        document = {
+            "$id": f"urn:rlhf-canary:compare-result:v{RESULT_SCHEMA_VERSION}",
+            **CompareResult.model_json_schema(),
+        }
+        click.echo(json.dumps(document, indent=2))
         return
     from canary_action.metrics.io import metrics_json_schema
 

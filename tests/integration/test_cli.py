@@ -132,6 +132,9 @@ def test_init_config_writes_a_config_that_loads(tmp_path: Path) -> None:
 def test_schema_prints_json_schemas() -> None:
     metrics = json.loads(canary("schema").stdout)
     assert "schema_version" in metrics["properties"]
+    result = json.loads(canary("schema", "--result").stdout)
+    assert "result_schema_version" in result["properties"]
+    assert result["$id"] == "urn:rlhf-canary:compare-result:v1"
     config = json.loads(canary("schema", "--config").stdout)
     assert "oneOf" in json.dumps(config) or "anyOf" in json.dumps(config)
 
@@ -170,6 +173,6 @@ def test_the_command_line_is_frozen() -> None:
         "init-config": sorted(["out", "--type", "--tier", "--force"]),
         "run": sorted(["config", "-o", "--output-dir", "--set"]),
         "save-baseline": sorted(["metrics", "dest"]),
-        "schema": ["--config"],
+        "schema": ["--config", "--result"],
     }  # fmt: skip
     assert sorted(opt for param in cli.params for opt in param.opts) == sorted(["--version", "-v", "--verbose"])
