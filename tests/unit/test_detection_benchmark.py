@@ -12,12 +12,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import detection
-from canary_action.compare.stats import Sample, compare_levels
+from benchmarks import detection, noise_fit
+from canary_action.compare import stats
+from canary_action.compare.stats import Sample, compare_levels, prior_ratio
 
 GPU = detection.Regime.from_json("dedicated-gpu", detection.GPU_REGIME)
 # A noise-bound regime: the oracle's z x SD limit is far above a 1 % threshold, so its A/A rate is its design 1 %.
-NOISY = detection.Regime("noisy", "noisy", tau=0.1, content_sd=0.05, indep_sd=0.1, rho=0.3, t_df=8.0, mem_jitter=0.0)
+NOISY = detection.Regime(
+    "noisy", "noisy", device="cpu", tau=0.1, content_sd=0.05, indep_sd=0.1, rho=0.3, t_df=8.0, mem_jitter=None
+)
 
 
 def test_oracle_false_alarms_match_its_design_where_the_noise_binds() -> None:
@@ -45,8 +48,8 @@ def test_effects_move_only_the_difference() -> None:
     rng = np.random.default_rng(3)
     times = np.exp(detection.generate_log_times(NOISY, 60, 3, 1, rng))[0]
     baselines = [Sample.of(r.tolist()) for r in times[1:]]
-    plain = compare_levels(Sample.of(times[0].tolist()), baselines)
-    slowed = compare_levels(Sample.of((times[0] * 1.2).tolist()), baselines)
+    plain = compare_levels(Sample.of(times[0].tolist()), baselines, ratio=0.6)
+    slowed = compare_levels(Sample.of((times[0] * 1.2).tolist()), baselines, ratio=0.6)
     assert slowed.sd_log == pytest.approx(plain.sd_log, rel=1e-12)
     assert math.log1p(slowed.delta_pct / 100) == pytest.approx(math.log1p(plain.delta_pct / 100) + math.log(1.2))
 
@@ -59,6 +62,50 @@ def test_generated_noise_has_the_regime_parameters() -> None:
     lag1 = np.mean(own[:, 1:] * own[:, :-1]) / np.mean(own**2)
     assert lag1 == pytest.approx(NOISY.rho, abs=0.03)
     assert np.std(logs[:, :, :].mean(axis=2)[:, 0]) == pytest.approx(NOISY.tau, rel=0.15)
+
+
+@pytest.mark.parametrize(("device", "expected"), [("cpu", 1.1), ("cuda:0", 0.6), ("mps", 1.1)])
+def test_the_gate_gets_its_devices_prior_ratio_as_the_check_does(
+    monkeypatch: pytest.MonkeyPatch, device: str, expected: float
+) -> None:
+    seen: set[float] = set()
+
+    def spy(current: Sample, baselines: list[Sample], *, ratio: float) -> stats.Effect:
+        seen.add(ratio)
+        return compare_levels(current, baselines, ratio=ratio)
+
+    monkeypatch.setattr(detection, "compare_levels", spy)
+    regime = detection.Regime("r", "r", device, 0.05, 0.0, 0.05, 0.3, None, None)
+    detection.run_cell(regime, detection.tier("smoke"), 1, 4, 2, rng=np.random.default_rng(6), effects=(0.0, 0.1))
+    assert seen == {prior_ratio(device)}
+    assert seen == {expected}
+    with detection.gate_constants(0.9):  # exploration: one ratio for every device kind, restored afterwards
+        seen.clear()
+        detection.run_cell(regime, detection.tier("smoke"), 1, 2, 0, rng=np.random.default_rng(6), effects=(0.0,))
+        assert seen == {0.9}
+        assert set(stats.PRIOR_RATIO.values()) == {0.9}
+    assert stats.PRIOR_RATIO == {"cpu": 1.1, "cuda": 0.6}
+
+
+def test_a_cpu_regime_has_no_memory_to_judge() -> None:
+    cell = detection.run_cell(NOISY, detection.tier("smoke"), 1, 4, 2, rng=np.random.default_rng(7))
+    assert cell.mem_rates is None
+    row = detection.render_table([cell], {}).splitlines()[2]
+    assert [c.strip() for c in row.strip("|").split("|")][-3:] == ["n/a"] * 3
+
+
+def test_fit_recovers_a_simulated_regime(tmp_path: Path) -> None:
+    truth = detection.Regime(
+        "t", "t", "cpu", tau=0.1, content_sd=0.05, indep_sd=0.08, rho=0.3, t_df=None, mem_jitter=None
+    )
+    times = np.exp(detection.generate_log_times(truth, 200, 12, 1, np.random.default_rng(8)))[0]
+    runs = [noise_fit.RealRun(tmp_path, list(range(200)), t.tolist()) for t in times]
+    fitted = noise_fit.fit_regime(runs, tmp_path)
+    assert (fitted["device"], fitted["mem_jitter"]) == ("cpu", None)
+    assert fitted["content_sd"] == pytest.approx(truth.content_sd, rel=0.2)
+    assert fitted["indep_sd"] == pytest.approx(truth.indep_sd, rel=0.2)
+    assert fitted["rho"] == pytest.approx(truth.rho, abs=0.1)
+    assert fitted["tau"] == pytest.approx(truth.tau, rel=0.5)  # 12 runs: one SD of 12 draws
 
 
 def test_table_has_the_expected_columns(tmp_path: Path) -> None:
@@ -86,6 +133,8 @@ def test_regimes_file_has_both_regimes() -> None:
     params = json.loads((detection.REPO / "benchmarks" / "noise_regimes.json").read_text())
     regimes = detection.load_regimes(detection.REPO / "benchmarks" / "noise_regimes.json")
     assert [r.name for r in regimes] == ["shared-cpu", "dedicated-gpu"]
+    assert [(r.device, prior_ratio(r.device)) for r in regimes] == [("cpu", 1.1), ("cuda", 0.6)]
+    assert regimes[0].mem_jitter is None  # CPU runs record no CUDA memory
     assert params["regimes"]["shared-cpu"]["fit"]["runs"] >= 12
     gpu = next(r for r in regimes if r.name == "dedicated-gpu")
     assert (gpu.tau, gpu.step_sd, gpu.rho) == (0.01, 0.04, 0.3)
