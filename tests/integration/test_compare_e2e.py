@@ -33,8 +33,10 @@ def test_identical_configs_pass(baselines: list[Path], tmp_path: Path) -> None:
 
 
 def test_longer_sequences_fail_step_time_with_the_config_change_on_top(baselines: list[Path], tmp_path: Path) -> None:
-    # Twice the sequence length: the builtin data grows with it, so the dataset differs too; both allowed.
-    slow = canary_run(tmp_path, "max_length=192")
+    # 4x the sequence length (+350 % step time measured here): far beyond what this shared CPU's noise hides,
+    # so the test does not flake (docs/benchmarks.md: here, 2 baselines catch about +150 % and more). The
+    # builtin data grow with max_length, so the dataset differs too; both are allowed.
+    slow = canary_run(tmp_path, "max_length=384")
     refused = run_compare(slow, baselines)
     assert refused.verdict == "neutral"
     assert {d.field for d in refused.comparability.differences} >= {"max_length", "dataset"}
@@ -42,7 +44,7 @@ def test_longer_sequences_fail_step_time_with_the_config_change_on_top(baselines
     result = run_compare(slow, baselines, allowed=["max_length", "dataset"])
     checks = {c.name: c for c in result.checks}
     assert result.verdict == "regression", result.reason
-    assert checks["step_time"].status == "fail"
+    assert checks["step_time"].status == "fail", checks["step_time"]
     top = result.suspects[0]
     assert top.category == "config", result.suspects
     assert any("max_length" in line for line in [top.summary, *top.evidence])
