@@ -14,6 +14,7 @@ import logging
 import sys
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -29,6 +30,9 @@ from canary_action.errors import (
 )
 from canary_action.metrics.schema import Metrics
 
+if TYPE_CHECKING:
+    from canary_action.report.render import Kind  # jinja2 only for the commands that render
+
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 _EXIT_CODES: dict[type[CanaryError], int] = {
     ConfigError: EXIT_BAD_INPUT,
@@ -39,6 +43,7 @@ _EXIT_CODES: dict[type[CanaryError], int] = {
 }
 _TYPES = ("sft", "dpo", "grpo", "rloo", "ppo", "custom")
 _TIERS = ("smoke", "perf", "nightly")
+_REPORT_KINDS: dict[str, Kind] = {"comment": "comment", "summary": "summary", "markdown": "markdown"}
 
 
 def exit_code(error: CanaryError) -> int:
@@ -158,9 +163,9 @@ def compare_command(  # click passes options as keywords
     if as_json:
         text = result.model_dump_json(indent=2) + "\n"
     else:
-        from canary_action.report.markdown import render_markdown
+        from canary_action.report.render import render
 
-        text = render_markdown(result)
+        text = render(result, "markdown")
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -170,6 +175,36 @@ def compare_command(  # click passes options as keywords
     code = {"regression": EXIT_REGRESSION, "crashed": EXIT_INFRA}.get(result.verdict, EXIT_OK)
     if code:
         raise click.exceptions.Exit(code)
+
+
+@cli.command("report")
+@click.argument("result_file", metavar="RESULT", type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "kind",
+    type=click.Choice(["comment", "check", "summary", "markdown"]),
+    default="markdown",
+    show_default=True,
+    help="comment: the sticky PR comment; check: the check run's output as JSON (title, summary, text); "
+    "summary: the job summary; markdown: what `canary compare` prints.",
+)
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write here instead of stdout.")
+def report_command(result_file: Path, kind: str, output: Path | None) -> None:
+    """Render a compare result (`canary compare --json`) for GitHub or a terminal."""
+    from canary_action.report.load import read_result
+    from canary_action.report.render import check_output, render
+
+    result = read_result(result_file)
+    if kind == "check":
+        text = json.dumps(check_output(result), indent=2, ensure_ascii=False) + "\n"
+    else:
+        text = render(result, _REPORT_KINDS[kind])
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output} ({kind})", err=True)
 
 
 @cli.command("init-config")

@@ -156,7 +156,7 @@ def test_light_commands_do_not_import_torch(tmp_path: Path) -> None:
 def test_version_and_help() -> None:
     assert "rlhf-canary" in canary("--version").stdout
     help_text = canary("--help").stdout
-    for command in ("env", "run", "compare", "init-config", "save-baseline", "schema"):
+    for command in ("env", "run", "compare", "report", "init-config", "save-baseline", "schema"):
         assert command in help_text
 
 
@@ -171,6 +171,7 @@ def test_the_command_line_is_frozen() -> None:
                            "-o", "--output"]),
         "env": ["--json"],
         "init-config": sorted(["out", "--type", "--tier", "--force"]),
+        "report": sorted(["result_file", "--format", "-o", "--output"]),
         "run": sorted(["config", "-o", "--output-dir", "--set"]),
         "save-baseline": sorted(["metrics", "dest"]),
         "schema": ["--config", "--result"],

@@ -40,8 +40,8 @@ def baselines(tmp_path: Path) -> Path:
 def test_a_like_run_passes_with_exit_0(tmp_path: Path, baselines: Path) -> None:
     result = canary("compare", save(tmp_path / "cur.json", 1), baselines)
     assert result.returncode == 0, result.stderr
-    assert "rlhf-canary: ✅ pass" in result.stdout
-    assert "| step_time |" in result.stdout
+    assert "### ✅ rlhf-canary **pass** — `sft-smoke`" in result.stdout
+    assert "| step\\_time |" in result.stdout
 
 
 def test_a_slowdown_exits_1_and_names_the_check(tmp_path: Path, baselines: Path) -> None:

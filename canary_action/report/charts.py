@@ -1,0 +1,83 @@
+"""Pictures of a curve: GitHub-rendered Mermaid `xychart-beta` charts, and unicode sparklines for plain text
+and for when the charts are dropped to fit a size limit. Only numbers and our own titles go in: nothing from
+a metrics file can reach the Mermaid source as text."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Final
+
+from canary_action.compare.result import Curve
+
+CHART_POINTS: Final = 60  # more points than this make a line chart in a PR comment a smear
+SPARK_POINTS: Final = 40
+_BLOCKS: Final = "▁▂▃▄▅▆▇█"
+# Mermaid xychart-beta has no legend: the palette is fixed and the caption says which colour is which.
+_PALETTE: Final = "#d62728, #1f77b4, #9ecae1, #9ecae1"
+LEGEND: Final = "red: this run · dark blue: baseline median · light blue: baseline min and max"
+
+
+def mermaid(curve: Curve, title: str, unit: str) -> str | None:
+    """A ```mermaid block: this run, the baselines' median and band. None when the run has no points."""
+    current = _shrink(curve.current, CHART_POINTS)
+    if not any(v is not None for v in current):
+        return None
+    lines = [_filled(current)]
+    for column in (curve.baseline_mid, curve.baseline_low, curve.baseline_high):
+        shrunk = _shrink(column, CHART_POINTS)
+        if any(v is not None for v in shrunk):
+            lines.append(_filled(shrunk))
+    values = [v for line in lines for v in line]
+    low, high = min(values), max(values)
+    pad = (high - low) * 0.05 or abs(high) * 0.05 or 1.0
+    first, last = (curve.steps[0], curve.steps[-1]) if curve.steps else (1, len(current))
+    body = [
+        "```mermaid",
+        '%%{init: {"themeVariables": {"xyChart": {"plotColorPalette": "' + _PALETTE + '"}}}}%%',
+        "xychart-beta",
+        f'    title "{title}"',
+        f'    x-axis "step" {first} --> {max(last, first + 1)}',
+        f'    y-axis "{unit}" {_num(max(0.0, low - pad) if low >= 0 else low - pad)} --> {_num(high + pad)}',
+        *(f"    line [{', '.join(_num(v) for v in line)}]" for line in lines),
+        "```",
+    ]
+    return "\n".join(body)
+
+
+def sparkline(values: Sequence[float | None], points: int = SPARK_POINTS) -> str:
+    """▁▂▃▅▇ over the values' own range; a gap for a missing point; '' when there is nothing."""
+    shrunk = _shrink(values, points)
+    finite = [v for v in shrunk if v is not None]
+    if not finite:
+        return ""
+    low, high = min(finite), max(finite)
+    span = high - low
+    return "".join(" " if v is None else _BLOCKS[0 if span == 0 else min(7, int((v - low) / span * 8))] for v in shrunk)
+
+
+def _shrink(values: Sequence[float | None], points: int) -> list[float | None]:
+    """Bucket means down to at most `points` values (None where a bucket has no finite value)."""
+    n = len(values)
+    size = max(1, math.ceil(n / points))
+    out: list[float | None] = []
+    for start in range(0, n, size):
+        bucket = [v for v in values[start : start + size] if v is not None and math.isfinite(v)]
+        out.append(sum(bucket) / len(bucket) if bucket else None)
+    return out
+
+
+def _filled(values: Sequence[float | None]) -> list[float]:
+    """Mermaid has no gaps: a missing point takes its neighbour's value (the previous, else the next)."""
+    first = next(v for v in values if v is not None)
+    out, last = [], first
+    for v in values:
+        last = v if v is not None else last
+        out.append(last)
+    return out
+
+
+def _num(value: float) -> str:
+    """Plain decimals (Mermaid's parser takes no exponents), 6 places at most."""
+    text = f"{value:.6f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text

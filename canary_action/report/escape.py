@@ -1,0 +1,64 @@
+"""Markdown that untrusted text cannot break out of.
+
+Config names, metric keys, versions, op names and error messages come from files a pull request controls
+(its config, its metrics.json artifact). Rendered into a PR comment they must stay text: they must not end a
+table cell or row, open a link, image, HTML tag or code span, start a heading or list, @mention a person, turn
+into an autolink, or spell our hidden sticky-comment marker (`<!--`). `text()` makes any string such text:
+
+- control characters and newlines become spaces (a newline would end the table row);
+- `&`, `<`, `>` become HTML entities (no tag, no comment, no marker: the raw body never holds `<!--`);
+- the marks that open emphasis, code, links or strikethrough, and `|` (GFM tables honour a backslash before it), are
+  backslash-escaped anywhere; a leading `#`, `+`, `-`, `=` or `1.` too, since the text may begin a line;
+- `@` gets a zero-width joiner after it, and `://` / `www.` a zero-width space, so GitHub's mention and
+  autolink passes (which run on the rendered text) find nothing to link.
+
+`Md` marks strings the report built itself from escaped parts; the template environment prints those as they
+are and escapes everything else (render.py), so forgetting to escape cannot happen silently.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+_ZWJ: Final = "\u2060"  # word joiner: invisible, and not a character a GitHub username can hold
+_ZWSP: Final = "\u200b"
+_ENTITIES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_INLINE: Final = re.compile(r"([\\`*_\[\]|~])")  # emphasis, code, links, tables, strikethrough: anywhere
+_LINE_START: Final = re.compile(r"^([#+=-]|\d+[.)])")  # headings, lists, setext rules: only at a line start
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u0085]+")
+_SPACES: Final = re.compile(r"\s+")
+
+
+class Md(str):
+    """Markdown the report produced (from escaped parts): templates print it unescaped."""
+
+    __slots__ = ()
+
+    def __html__(self) -> str:
+        """Jinja's autoescape leaves objects with __html__ alone: Md is already safe (for markdown)."""
+        return self
+
+
+def text(value: object, limit: int = 200) -> Md:
+    """Any value as one line of inert markdown text, cut to `limit` characters (before escaping)."""
+    flat = _SPACES.sub(" ", _CONTROL.sub(" ", str(value))).strip()
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    out = _LINE_START.sub(lambda m: m.group(1)[:-1] + "\\" + m.group(1)[-1], _INLINE.sub(r"\\\1", flat))
+    out = "".join(_ENTITIES.get(c, c) for c in out)  # after the backslashes: an entity's `;` stays whole
+    out = out.replace("@", "@" + _ZWJ).replace("://", ":" + _ZWSP + "//").replace("www.", "www" + _ZWSP + ".")
+    return Md(out)
+
+
+def slug(value: str, limit: int = 60) -> str:
+    """A name for the hidden marker: [a-z0-9._-] only, so no input can close the comment early."""
+    cleaned = re.sub(r"[^a-z0-9._-]+", "-", value.lower()).strip("-.")
+    return cleaned[:limit] or "canary"
+
+
+def link(label: str, url: str | None) -> Md | None:
+    """A link we build from the GitHub context (https URLs only); the label is escaped like any text."""
+    if not url or not re.fullmatch(r"https://[A-Za-z0-9.-]+(:[0-9]+)?/[^\s()<>\"'`]*", url):
+        return None
+    return Md(f"[{text(label)}]({url})")

@@ -1,0 +1,32 @@
+"""Reading a compare result (result.json) back: it may come from another job's artifact, so it is checked
+like any untrusted file — size-capped, strictly parsed, validated against the result schema."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from canary_action.compare.result import RESULT_SCHEMA_VERSION, CompareResult
+from canary_action.errors import MetricsFileError
+from canary_action.metrics.io import load_json, validation_summary
+
+_REMAKE = "write it again with `canary compare CURRENT BASELINE... --json -o result.json`"
+
+
+def read_result(path: Path) -> CompareResult:
+    data = load_json(path)
+    if not isinstance(data, dict) or "result_schema_version" not in data:
+        raise MetricsFileError(f"{path} is not an rlhf-canary compare result", fix=_REMAKE)
+    if data["result_schema_version"] != RESULT_SCHEMA_VERSION:
+        raise MetricsFileError(
+            f"{path} has result_schema_version {data['result_schema_version']!r}; this canary reads "
+            f"{RESULT_SCHEMA_VERSION}",
+            fix=f"use the rlhf-canary release that wrote it, or {_REMAKE}",
+        )
+    try:
+        return CompareResult.model_validate(data)
+    except ValidationError as e:
+        raise MetricsFileError(
+            f"{path} does not match the compare result schema: {validation_summary(e)}", fix=_REMAKE
+        ) from e

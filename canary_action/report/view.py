@@ -1,0 +1,299 @@
+"""The view model: a CompareResult turned into ready-to-print, escaped markdown pieces.
+
+Templates only loop and branch over this; every number is formatted and every untrusted string escaped
+here (escape.text), so the five templates agree on what a figure looks like and none can forget to escape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+from canary_action.compare.result import Change, Check, CompareResult, Curve, OpChange, Suspect
+from canary_action.metrics import schema
+from canary_action.report import charts
+from canary_action.report.escape import Md, link, slug, text
+
+ICONS: Final = {"pass": "✅", "fail": "❌", "warn": "⚠️", "skip": "⏭️", "not-comparable": "➖"}
+VERDICT_ICONS: Final = {"pass": "✅", "regression": "❌", "neutral": "➖", "crashed": "💥"}
+MAX_DIFF_ROWS: Final = 60  # a diff of hundreds of keys: the first 60 and a count
+MAX_SUSPECTS_SHOWN: Final = 3
+CURVES: Final = {schema.STEP_TIME_S: ("Step time per step", "seconds"), schema.LOSS: ("Loss per step", "loss")}
+
+
+@dataclass(frozen=True)
+class Links:
+    """Where the full story is; built by the action from the GitHub context (None: not known)."""
+
+    workflow_run: str | None = None
+    artifacts: str | None = None
+    baseline_run: str | None = None
+    artifact_name: str | None = None
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    icon: Md
+    name: Md
+    status: Md
+    baseline: Md
+    current: Md
+    change: Md
+    threshold: Md
+    message: Md
+
+
+@dataclass(frozen=True)
+class SuspectView:
+    rank: int
+    category: Md
+    bar: Md
+    summary: Md
+    evidence: list[Md]
+    next_steps: list[Md]
+
+
+@dataclass(frozen=True)
+class Table:
+    title: Md
+    rows: list[tuple[Md, Md, Md]]
+    more: int
+    """Rows left out (MAX_DIFF_ROWS)."""
+
+
+@dataclass(frozen=True)
+class Chart:
+    title: Md
+    mermaid: Md | None
+    spark_current: Md
+    spark_baseline: Md
+
+
+@dataclass(frozen=True)
+class StepRow:
+    step: int
+    cells: list[Md]
+
+
+@dataclass(frozen=True)
+class ReportView:
+    marker: Md
+    """The hidden marker of the sticky comment: one per config."""
+    config: Md
+    verdict: str
+    title: Md
+    reason: Md
+    counts: Md
+    checks: list[CheckRow]
+    top_suspect: Md | None
+    suspects: list[SuspectView]
+    charts: list[Chart]
+    chart_legend: Md
+    step_header: list[Md]
+    step_rows: list[StepRow]
+    diffs: list[Table]
+    """env changes, config changes, profiled ops: the collapsible detail."""
+    facts: list[Md]
+    links: list[Md]
+    notes: list[Md]
+    show_charts: bool = True
+    show_step_detail: bool = True
+    show_env: bool = True
+    dropped: Md | None = None
+    """Set when parts were left out to fit a size limit: what, and where the full report is."""
+
+    def degraded(self, level: int, note: Md) -> ReportView:
+        """A copy with the first `level` parts dropped, in the fixed order charts, per-step detail, env diff."""
+        return replace(
+            self, show_charts=level < 1, show_step_detail=level < 2, show_env=level < 3, dropped=note if level else None
+        )
+
+
+def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
+    links = links or Links()
+    failed = sum(1 for c in result.checks if c.status == "fail")
+    warned = sum(1 for c in result.checks if c.status == "warn")
+    passed = sum(1 for c in result.checks if c.status == "pass")
+    others = len(result.checks) - failed - warned - passed
+    config_name = result.current.config_name
+    config = text(result.current.config_name, 80)
+    top = result.suspects[0] if result.suspects else None
+    chart_list = [c for c in (_chart(curve) for curve in result.curves) if c is not None]
+    header, rows = _step_detail(result.curves)
+    return ReportView(
+        marker=Md(f"<!-- rlhf-canary:sticky:{slug(result.current.config_name)} -->"),
+        config=config,
+        verdict=result.verdict,
+        title=Md(f"{VERDICT_ICONS[result.verdict]} rlhf-canary **{result.verdict}** — `{_code(config_name)}`"),
+        reason=text(result.reason, 400),
+        counts=Md(f"{failed} failed · {warned} warned · {passed} passed · {others} not judged"),
+        checks=[_row(c) for c in result.checks],
+        top_suspect=Md(f"Most likely cause: **{top.category}** — {text(top.summary, 300)}") if top else None,
+        suspects=[_suspect(i, s) for i, s in enumerate(result.suspects[:MAX_SUSPECTS_SHOWN], 1)],
+        charts=chart_list,
+        chart_legend=Md(charts.LEGEND),
+        step_header=header,
+        step_rows=rows,
+        diffs=[t for t in _diffs(result) if t.rows],
+        facts=_facts(result),
+        links=[m for m in _links(links) if m is not None],
+        notes=[text(n, 300) for n in result.notes],
+    )
+
+
+def _row(check: Check) -> CheckRow:
+    return CheckRow(
+        icon=Md(ICONS[check.status]),
+        name=text(check.name, 60),
+        status=Md(check.status),
+        baseline=_value(check.baseline, check.unit),
+        current=_value(check.current, check.unit),
+        change=_change(check),
+        threshold=_threshold(check),
+        message=text(check.message, 300),
+    )
+
+
+def _change(check: Check) -> Md:
+    if check.threshold_unit == "pp" and check.delta is not None:
+        return Md(f"{check.delta:+.1f} pp")
+    if check.delta_pct is not None:
+        out = f"{check.delta_pct:+.1f} %"
+        if check.interval is not None:
+            out += f" [{check.interval.low:+.1f}, {check.interval.high:+.1f}]"
+        return Md(out)
+    if check.delta is not None:
+        return Md(f"{_number(check.delta, signed=True)} {text(check.unit, 20)}".rstrip())
+    return Md("—")
+
+
+def _threshold(check: Check) -> Md:
+    if check.threshold is None:
+        return Md("—")
+    sign = "+" if check.threshold_unit in ("%", "MiB", "pp") else ""
+    out = f"{sign}{_number(check.threshold)} {text(check.threshold_unit, 20)}".rstrip()
+    return Md(out + (" (widened)" if check.threshold_note and check.threshold_note.startswith("widened") else ""))
+
+
+def _value(value: float | None, unit: str) -> Md:
+    if value is None:
+        return Md("—")
+    return Md(f"{_number(value)} {text(unit, 20)}".rstrip())
+
+
+def _number(value: float, *, signed: bool = False) -> str:
+    if not math.isfinite(value):
+        return "—"
+    sign = "+" if signed and value > 0 else ""
+    if abs(value) >= 1000:
+        return f"{sign}{value:,.0f}"
+    return f"{sign}{value:.4g}"
+
+
+def _suspect(rank: int, suspect: Suspect) -> SuspectView:
+    filled = round(10 * suspect.confidence)
+    return SuspectView(
+        rank=rank,
+        category=Md(suspect.category),
+        bar=Md("█" * filled + "░" * (10 - filled) + f" {100 * suspect.confidence:.0f} %"),
+        summary=text(suspect.summary, 300),
+        evidence=[text(e, 300) for e in suspect.evidence[:5]],
+        next_steps=[text(s, 300) for s in suspect.next_steps[:3]],
+    )
+
+
+def _chart(curve: Curve) -> Chart | None:
+    title, unit = CURVES.get(curve.name, (curve.name, ""))
+    current = charts.sparkline(curve.current)
+    if not current:
+        return None
+    block = charts.mermaid(curve, title, unit)
+    return Chart(
+        title=text(title),
+        mermaid=Md(block) if block else None,
+        spark_current=Md(current),
+        spark_baseline=Md(charts.sparkline(curve.baseline_mid)),
+    )
+
+
+def _step_detail(curves: Sequence[Curve]) -> tuple[list[Md], list[StepRow]]:
+    """Per-step figures (downsampled, as in the charts): step, then this run and the baseline per curve."""
+    usable = [c for c in curves if c.steps]
+    if not usable:
+        return [], []
+    header = [Md("step")]
+    by_step: dict[int, list[Md]] = {}
+    for curve in usable:
+        name = CURVES.get(curve.name, (curve.name, ""))[0]
+        header += [text(f"{name}: this run"), text(f"{name}: baseline")]
+    steps = sorted({s for c in usable for s in c.steps})
+    for curve in usable:
+        lookup = {s: (cur, mid) for s, cur, mid in zip(curve.steps, curve.current, curve.baseline_mid, strict=True)}
+        for step in steps:
+            cur, mid = lookup.get(step, (None, None))
+            by_step.setdefault(step, []).extend([_value(cur, ""), _value(mid, "")])
+    return header, [StepRow(step=s, cells=by_step[s]) for s in steps]
+
+
+def _diffs(result: CompareResult) -> list[Table]:
+    return [
+        _table("Environment changes", [_change_row(c) for c in result.env_changes]),
+        _table("Config changes", [_change_row(c) for c in result.config_changes]),
+        _table("Profiled ops that moved (ms per step)", [_op_row(o) for o in result.op_changes]),
+    ]
+
+
+def _table(title: str, rows: list[tuple[Md, Md, Md]]) -> Table:
+    return Table(title=Md(title), rows=rows[:MAX_DIFF_ROWS], more=max(0, len(rows) - MAX_DIFF_ROWS))
+
+
+def _change_row(change: Change) -> tuple[Md, Md, Md]:
+    return text(change.field, 80), _maybe(change.baseline), _maybe(change.current)
+
+
+def _op_row(op: OpChange) -> tuple[Md, Md, Md]:
+    ms = [Md("—") if v is None else Md(f"{v:.3f}") for v in (op.baseline_ms, op.current_ms)]
+    return text(op.name, 80), ms[0], ms[1]
+
+
+def _maybe(value: str | None) -> Md:
+    return Md("—") if value is None else text(value, 80)
+
+
+def _facts(result: CompareResult) -> list[Md]:
+    cur = result.current
+    where = cur.gpu or cur.device or "unknown device"
+    facts = [
+        Md(f"This run: {text(cur.run_id, 80)} — {cur.state}, {cur.num_steps} steps on {text(where, 60)}"
+           + (f", commit `{_code(cur.git_sha[:12])}`" if cur.git_sha else "")),
+    ]  # fmt: skip
+    if result.baselines:
+        shas = ", ".join(f"`{_code(b.git_sha[:12])}`" for b in result.baselines if b.git_sha) or "unknown commits"
+        facts.append(Md(f"Baselines: {len(result.baselines)} run(s) — {shas}"))
+    if result.noise is not None:
+        spread = result.noise.run_spread_pct
+        measured = f"{spread:.1f} %" if spread is not None else "not measured (one baseline)"
+        facts.append(Md(f"Run-to-run spread: {measured}; limits widen to {result.noise.run_spread_k:g} × the noise"))
+    facts.append(Md(f"Thresholds: {', '.join(text(s, 120) for s in result.threshold_sources) or result.tier}"))
+    return facts
+
+
+def _links(links: Links) -> list[Md | None]:
+    artifact = f"artifact {links.artifact_name}" if links.artifact_name else "artifacts"
+    return [
+        link("workflow run", links.workflow_run),
+        link(artifact, links.artifacts),
+        link("baseline run", links.baseline_run),
+    ]
+
+
+_CODE_SAFE: Final = str.maketrans({"`": "'", "|": "¦", "<": "‹", ">": "›", "\\": "/"})
+
+
+def _code(value: str, limit: int = 80) -> str:
+    """Text for inside a code span: no backtick (it would end the span), no pipe (GFM ends the cell even
+    inside code), no `<` (the raw body must never hold `<!--`), one line."""
+    flat = " ".join(value.split())
+    return (flat if len(flat) <= limit else flat[: limit - 1] + "…").translate(_CODE_SAFE)
