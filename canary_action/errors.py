@@ -57,6 +57,12 @@ class MetricsFileError(CanaryError):
     title = "unreadable metrics file"
 
 
+class ResultFileError(MetricsFileError):
+    """A compare result (result.json) given to `canary report` is missing, corrupt or of another version."""
+
+    title = "unreadable compare result"
+
+
 class BaselineError(MetricsFileError):
     """The baseline cannot be used: missing, corrupt, of another schema version or another config."""
 

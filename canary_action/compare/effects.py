@@ -73,8 +73,8 @@ CONFIG_RULES: Final[dict[str, Effect]] = {
         0.7, _BOTH | FIRST, "compiles the model: a slow first step, then faster steps unless varying shapes "
         "recompile", "eager mode: no compile step, slower steady steps"),
     "attn_implementation": Effect(
-        0.7, _BOTH, "a different attention kernel: eager attention is several times slower and larger than sdpa "
-        "or flash attention"),
+        0.7, _BOTH, "a different attention kernel: each has its own speed and memory profile (eager is the "
+        "slowest and largest; sdpa and flash attention differ by GPU, dtype and sequence length)"),
     "dtype": Effect(
         0.7, ANY, "another precision: fp32 steps take 2-3× the time and twice the memory of bf16/fp16, and fp16 "
         "can overflow to inf/NaN",

@@ -5,6 +5,7 @@ a metrics file can reach the Mermaid source as text."""
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from typing import Final
 
@@ -16,6 +17,9 @@ _BLOCKS: Final = "▁▂▃▄▅▆▇█"
 # Mermaid xychart-beta has no legend: the palette is fixed and the caption says which colour is which.
 _PALETTE: Final = "#d62728, #1f77b4, #9ecae1, #9ecae1"
 LEGEND: Final = "red: this run · dark blue: baseline median · light blue: baseline min and max"
+# A leading point this many times the steady level is warm-up (compilation, allocator, caches): drawn, it sets the
+# y range, and a 30 % slowdown of every later step shrinks to a pixel.
+WARMUP_FACTOR: Final = 2.0
 
 
 def mermaid(curve: Curve, title: str, unit: str) -> str | None:
@@ -45,12 +49,36 @@ def mermaid(curve: Curve, title: str, unit: str) -> str | None:
     return "\n".join(body)
 
 
-def sparkline(values: Sequence[float | None], points: int = SPARK_POINTS) -> str:
-    """▁▂▃▅▇ over the values' own range; a gap for a missing point; '' when there is nothing."""
+def without_warmup(curve: Curve) -> tuple[Curve, int]:
+    """The curve less its leading warm-up points (at most a quarter of them), and how many were left out.
+
+    A point is warm-up while this run's value, or the baselines' median, is over WARMUP_FACTOR times that line's
+    median over the curve's second half. The first-step check judges those steps; the charts show the rest.
+    """
+    n = len(curve.current)
+    cut = 0
+    lines = [line for line in (curve.current, curve.baseline_mid) if len(line) == n]
+    levels = [_median([v for v in line[n // 2 :] if v is not None and math.isfinite(v)]) for line in lines]
+    while cut < n // 4 and any(
+        level is not None and (v := line[cut]) is not None and v > WARMUP_FACTOR * level
+        for line, level in zip(lines, levels, strict=True)
+    ):
+        cut += 1
+    if not cut:
+        return curve, 0
+    fields = ("steps", "current", "baseline_low", "baseline_mid", "baseline_high")
+    return curve.model_copy(update={f: getattr(curve, f)[cut:] for f in fields}), cut
+
+
+def sparkline(values: Sequence[float | None], points: int = SPARK_POINTS, *, also: Sequence[float | None] = ()) -> str:
+    """▁▂▃▅▇ over the range of the values and of `also` (the line it is printed beside, so that the two share
+    a scale: a run 30 % slower sits higher, not at the same height); a gap for a missing point; '' when there
+    is nothing."""
     shrunk = _shrink(values, points)
     finite = [v for v in shrunk if v is not None]
     if not finite:
         return ""
+    finite += [v for v in _shrink(also, points) if v is not None]
     low, high = min(finite), max(finite)
     span = high - low
     return "".join(" " if v is None else _BLOCKS[0 if span == 0 else min(7, int((v - low) / span * 8))] for v in shrunk)
@@ -65,6 +93,10 @@ def _shrink(values: Sequence[float | None], points: int) -> list[float | None]:
         bucket = [v for v in values[start : start + size] if v is not None and math.isfinite(v)]
         out.append(sum(bucket) / len(bucket) if bucket else None)
     return out
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 def _filled(values: Sequence[float | None]) -> list[float]:

@@ -5,12 +5,17 @@ Config names, metric keys, versions, op names and error messages come from files
 table cell or row, open a link, image, HTML tag or code span, start a heading or list, @mention a person, turn
 into an autolink, or spell our hidden sticky-comment marker (`<!--`). `text()` makes any string such text:
 
-- control characters and newlines become spaces (a newline would end the table row);
+- control characters and newlines become spaces (a newline would end the table row); bidirectional
+  controls (U+202E and kin) are removed, so that no value can make the text around it read backwards;
 - `&`, `<`, `>` become HTML entities (no tag, no comment, no marker: the raw body never holds `<!--`);
-- the marks that open emphasis, code, links or strikethrough, and `|` (GFM tables honour a backslash before it), are
-  backslash-escaped anywhere; a leading `#`, `+`, `-`, `=` or `1.` too, since the text may begin a line;
-- `@` gets a zero-width joiner after it, and `://` / `www.` a zero-width space, so GitHub's mention and
-  autolink passes (which run on the rendered text) find nothing to link.
+- the marks that open emphasis, code, links, strikethrough or math (`$`), and `|` (GFM tables honour a backslash
+  before it), are backslash-escaped anywhere; a leading `#`, `+`, `-`, `=` or `1.` too, since the text may begin
+  a line;
+- `@` gets a word joiner on each side (after it: no @mention; before it: no email address), and `://`, `mailto:`,
+  `xmpp:` and `www.` (in any case) a zero-width space, so GitHub's mention and autolink passes (which run on the
+  rendered text) find nothing to link.
+
+`mermaid_label()` does the same for the quoted titles of a Mermaid chart, where only a small alphabet is safe.
 
 `Md` marks strings the report built itself from escaped parts; the template environment prints those as they
 are and escapes everything else (render.py), so forgetting to escape cannot happen silently.
@@ -24,10 +29,15 @@ from typing import Final
 _ZWJ: Final = "\u2060"  # word joiner: invisible, and not a character a GitHub username can hold
 _ZWSP: Final = "\u200b"
 _ENTITIES: Final = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
-_INLINE: Final = re.compile(r"([\\`*_\[\]|~])")  # emphasis, code, links, tables, strikethrough: anywhere
+_INLINE: Final = re.compile(r"([\\`*_\[\]|~$])")  # emphasis, code, links, tables, strikethrough, math: anywhere
 _LINE_START: Final = re.compile(r"^([#+=-]|\d+[.)])")  # headings, lists, setext rules: only at a line start
 _CONTROL: Final = re.compile(r"[\x00-\x1f\x7f\u2028\u2029\u0085]+")
+_BIDI: Final = re.compile(r"[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _SPACES: Final = re.compile(r"\s+")
+# Where GitHub's autolinker starts a link: `scheme://`, an email's `mailto:`/`xmpp:`, and `www.`. A zero-width
+# space goes after the colon (before the dot), which no link may hold.
+_AUTOLINK: Final = re.compile(r"(?i)(?<=:)(?=//)|(?<=mailto:)|(?<=xmpp:)|(?<=www)(?=\.)")
+_MERMAID_UNSAFE: Final = re.compile(r"[^A-Za-z0-9 ._/:,()+-]+")  # no quote, `<`, `%` (directives), `#` (entities)
 
 
 class Md(str):
@@ -42,13 +52,21 @@ class Md(str):
 
 def text(value: object, limit: int = 200) -> Md:
     """Any value as one line of inert markdown text, cut to `limit` characters (before escaping)."""
-    flat = _SPACES.sub(" ", _CONTROL.sub(" ", str(value))).strip()
-    if len(flat) > limit:
-        flat = flat[: limit - 1] + "…"
+    flat = one_line(value, limit)
     out = _LINE_START.sub(lambda m: m.group(1)[:-1] + "\\" + m.group(1)[-1], _INLINE.sub(r"\\\1", flat))
     out = "".join(_ENTITIES.get(c, c) for c in out)  # after the backslashes: an entity's `;` stays whole
-    out = out.replace("@", "@" + _ZWJ).replace("://", ":" + _ZWSP + "//").replace("www.", "www" + _ZWSP + ".")
-    return Md(out)
+    return Md(_AUTOLINK.sub(_ZWSP, out.replace("@", _ZWJ + "@" + _ZWJ)))
+
+
+def one_line(value: object, limit: int = 200) -> str:
+    """`value` as one line, without control or bidi characters, cut to `limit` characters: not yet escaped."""
+    flat = _SPACES.sub(" ", _CONTROL.sub(" ", _BIDI.sub("", str(value)))).strip()
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def mermaid_label(value: str, limit: int = 60) -> str:
+    """A title or axis name for inside a Mermaid chart's quotes: no quote, newline, `<` or backtick can get in."""
+    return _MERMAID_UNSAFE.sub("_", one_line(value, limit))
 
 
 def slug(value: str, limit: int = 60) -> str:

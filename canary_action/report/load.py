@@ -8,25 +8,28 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from canary_action.compare.result import RESULT_SCHEMA_VERSION, CompareResult
-from canary_action.errors import MetricsFileError
-from canary_action.metrics.io import load_json, validation_summary
+from canary_action.errors import MetricsFileError, ResultFileError
+from canary_action.metrics.io import clip_text, load_json, validation_summary
 
 _REMAKE = "write it again with `canary compare CURRENT BASELINE... --json -o result.json`"
 
 
 def read_result(path: Path) -> CompareResult:
-    data = load_json(path)
+    try:
+        data = load_json(path)
+    except MetricsFileError as e:  # the JSON layer's wording is about metrics files: say what this file is
+        raise ResultFileError(e.message.replace("metrics.json", "result.json"), fix=_REMAKE) from e
     if not isinstance(data, dict) or "result_schema_version" not in data:
-        raise MetricsFileError(f"{path} is not an rlhf-canary compare result", fix=_REMAKE)
+        raise ResultFileError(f"{path} is not an rlhf-canary compare result", fix=_REMAKE)
     if data["result_schema_version"] != RESULT_SCHEMA_VERSION:
-        raise MetricsFileError(
-            f"{path} has result_schema_version {data['result_schema_version']!r}; this canary reads "
+        raise ResultFileError(
+            f"{path} has result_schema_version {clip_text(repr(data['result_schema_version']), 40)}; this canary reads "
             f"{RESULT_SCHEMA_VERSION}",
             fix=f"use the rlhf-canary release that wrote it, or {_REMAKE}",
         )
     try:
         return CompareResult.model_validate(data)
     except ValidationError as e:
-        raise MetricsFileError(
+        raise ResultFileError(
             f"{path} does not match the compare result schema: {validation_summary(e)}", fix=_REMAKE
         ) from e

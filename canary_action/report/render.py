@@ -92,17 +92,22 @@ def render_view(view: ReportView, kind: Kind) -> str:
 
 
 def _cut(out: str, target: Target) -> str:
-    """Last resort (never reached by our own content, which is bounded): cut at a line and say so."""
+    """Last resort (our own content is bounded; a result file's long text is not): cut at a line and say so,
+    after closing a <details> the cut left open, so that the note is not hidden in a collapsed section. (No code
+    fence is open by then: the charts went first.)"""
     assert target.budget is not None
     tail = f"\n\n… cut to fit {target.limit_name}; the full report is in {target.full_report}.\n"
-    room = target.budget - target.measure(tail)
-    lines, size = [], 0
+    lines, size = [], target.measure(_CLOSE_DETAILS + tail)
     for line in out.splitlines(keepends=True):
         size += target.measure(line)
-        if size > room:
+        if size > target.budget:
             break
         lines.append(line)
-    return "".join(lines) + tail
+    left_open = sum(line.count("<details>") - line.count("</details>") for line in lines) > 0
+    return "".join(lines) + (_CLOSE_DETAILS if left_open else "") + tail
+
+
+_CLOSE_DETAILS: Final = "\n\n</details>"  # the templates never nest one <details> in another
 
 
 def _listed(parts: tuple[str, ...]) -> str:

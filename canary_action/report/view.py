@@ -14,7 +14,7 @@ from typing import Final
 from canary_action.compare.result import Change, Check, CompareResult, Curve, OpChange, Suspect
 from canary_action.metrics import schema
 from canary_action.report import charts
-from canary_action.report.escape import Md, link, slug, text
+from canary_action.report.escape import Md, link, mermaid_label, one_line, slug, text
 
 ICONS: Final = {"pass": "✅", "fail": "❌", "warn": "⚠️", "skip": "⏭️", "not-comparable": "➖"}
 VERDICT_ICONS: Final = {"pass": "✅", "regression": "❌", "neutral": "➖", "crashed": "💥"}
@@ -130,7 +130,7 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
         reason=text(result.reason, 400),
         counts=Md(f"{failed} failed · {warned} warned · {passed} passed · {others} not judged"),
         checks=[_row(c) for c in result.checks],
-        top_suspect=Md(f"Most likely cause: **{top.category}** — {text(top.summary, 300)}") if top else None,
+        top_suspect=Md(f"Most likely cause: **{top.category}** ({100 * top.confidence:.0f} %)") if top else None,
         suspects=[_suspect(i, s) for i, s in enumerate(result.suspects[:MAX_SUSPECTS_SHOWN], 1)],
         charts=chart_list,
         chart_legend=Md(charts.LEGEND),
@@ -158,11 +158,11 @@ def _row(check: Check) -> CheckRow:
 
 def _change(check: Check) -> Md:
     if check.threshold_unit == "pp" and check.delta is not None:
-        return Md(f"{check.delta:+.1f} pp")
+        return Md(f"{_signed(check.delta)} pp")
     if check.delta_pct is not None:
-        out = f"{check.delta_pct:+.1f} %"
+        out = f"{_signed(check.delta_pct)} %"
         if check.interval is not None:
-            out += f" [{check.interval.low:+.1f}, {check.interval.high:+.1f}]"
+            out += f" [{_signed(check.interval.low)}, {_signed(check.interval.high)}]"
         return Md(out)
     if check.delta is not None:
         return Md(f"{_number(check.delta, signed=True)} {text(check.unit, 20)}".rstrip())
@@ -172,7 +172,14 @@ def _change(check: Check) -> Md:
 def _threshold(check: Check) -> Md:
     if check.threshold is None:
         return Md("—")
-    sign = "+" if check.threshold_unit in ("%", "MiB", "pp") else ""
+    # Growth limits read "+10 %"; a learning limit is an allowed change in either named direction: "Δ 0.2".
+    sign = (
+        "+"
+        if check.threshold_unit in ("%", "MiB", "pp")
+        else "Δ "
+        if check.group == "learning" and check.threshold_unit != "% of steps"
+        else ""
+    )
     out = f"{sign}{_number(check.threshold)} {text(check.threshold_unit, 20)}".rstrip()
     return Md(out + (" (widened)" if check.threshold_note and check.threshold_note.startswith("widened") else ""))
 
@@ -181,6 +188,12 @@ def _value(value: float | None, unit: str) -> Md:
     if value is None:
         return Md("—")
     return Md(f"{_number(value)} {text(unit, 20)}".rstrip())
+
+
+def _signed(value: float) -> str:
+    """+1.5, -0.3, and +0.0 for anything that rounds to zero (never "-0.0", which reads as a drop)."""
+    out = f"{value:+.1f}"
+    return "+0.0" if out == "-0.0" else out
 
 
 def _number(value: float, *, signed: bool = False) -> str:
@@ -199,22 +212,27 @@ def _suspect(rank: int, suspect: Suspect) -> SuspectView:
         category=Md(suspect.category),
         bar=Md("█" * filled + "░" * (10 - filled) + f" {100 * suspect.confidence:.0f} %"),
         summary=text(suspect.summary, 300),
-        evidence=[text(e, 300) for e in suspect.evidence[:5]],
+        # A blank item would print as a bare "   -", which under the summary line is a setext heading rule.
+        evidence=[text(e, 300) for e in suspect.evidence if one_line(e)][:5],
         next_steps=[text(s, 300) for s in suspect.next_steps[:3]],
     )
 
 
 def _chart(curve: Curve) -> Chart | None:
     title, unit = CURVES.get(curve.name, (curve.name, ""))
-    current = charts.sparkline(curve.current)
+    if curve.name == schema.STEP_TIME_S:
+        curve, cut = charts.without_warmup(curve)
+        if cut:
+            title += f" (from step {curve.steps[0]}: warm-up left out)"
+    current = charts.sparkline(curve.current, also=curve.baseline_mid)
     if not current:
         return None
-    block = charts.mermaid(curve, title, unit)
+    block = charts.mermaid(curve, mermaid_label(title), unit)  # a curve's name is the result file's: no raw text
     return Chart(
         title=text(title),
         mermaid=Md(block) if block else None,
         spark_current=Md(current),
-        spark_baseline=Md(charts.sparkline(curve.baseline_mid)),
+        spark_baseline=Md(charts.sparkline(curve.baseline_mid, also=curve.current)),
     )
 
 
@@ -294,6 +312,5 @@ _CODE_SAFE: Final = str.maketrans({"`": "'", "|": "¦", "<": "‹", ">": "›", 
 
 def _code(value: str, limit: int = 80) -> str:
     """Text for inside a code span: no backtick (it would end the span), no pipe (GFM ends the cell even
-    inside code), no `<` (the raw body must never hold `<!--`), one line."""
-    flat = " ".join(value.split())
-    return (flat if len(flat) <= limit else flat[: limit - 1] + "…").translate(_CODE_SAFE)
+    inside code), no `<` (the raw body must never hold `<!--`), one line without control or bidi characters."""
+    return one_line(value, limit).translate(_CODE_SAFE)

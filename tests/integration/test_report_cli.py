@@ -1,0 +1,142 @@
+"""`canary report` as the action and users call it: a result.json in, each format out; bad input exits 2; the
+light import path; and the templates found in an installed (not editable) copy of the package."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from canary_action.report.render import Kind, check_output, render
+from tests.integration.test_cli import ROOT, canary
+from tests.integration.test_compare_cli import save
+from tests.report_cases import failing
+
+BAD: Final = ROOT / "tests" / "fixtures" / "reports" / "bad"
+TEMPLATES: Final = sorted(p.name for p in (ROOT / "canary_action" / "templates").glob("*.j2"))
+
+
+@pytest.fixture(scope="module")
+def result_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("report") / "result.json"
+    path.write_text(failing().model_dump_json(indent=2), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["comment", "summary", "markdown"])
+def test_each_markdown_format_prints_its_report(result_file: Path, kind: Kind) -> None:
+    done = canary("report", result_file, "--format", kind)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == render(failing(), kind)
+    assert done.stderr == ""
+
+
+def test_the_default_format_is_markdown(result_file: Path) -> None:
+    assert canary("report", result_file).stdout == render(failing(), "markdown")
+
+
+def test_check_prints_the_check_runs_output_as_json(result_file: Path) -> None:
+    done = canary("report", result_file, "--format", "check")
+    assert done.returncode == 0, done.stderr
+    output = json.loads(done.stdout)
+    assert set(output) == {"title", "summary", "text"}
+    assert output == check_output(failing())
+    assert output["title"] == "rlhf-canary: regression (step_time)"
+
+
+def test_output_file(result_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "deep" / "comment.md"
+    done = canary("report", result_file, "--format", "comment", "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert f"wrote {out} (comment)" in done.stderr
+    assert out.read_text(encoding="utf-8").startswith("<!-- rlhf-canary:sticky:sft-smoke -->\n### ❌")
+
+
+def test_report_of_compare_json_is_what_compare_prints(tmp_path: Path) -> None:
+    baseline = save(tmp_path / "base.json", 100)
+    current = save(tmp_path / "cur.json", 1, step_time_s=0.13)
+    as_markdown = canary("compare", current, baseline)
+    canary("compare", current, baseline, "--json", "-o", tmp_path / "result.json")
+    assert canary("report", tmp_path / "result.json").stdout == as_markdown.stdout
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("corrupt.json", "is not valid JSON"),
+        ("wrong_version.json", "has result_schema_version 2; this canary reads 1"),
+        ("not_object.json", "is not an rlhf-canary compare result"),
+        ("metrics_not_result.json", "is not an rlhf-canary compare result"),
+        ("bad_field.json", "verdict: Input should be 'pass', 'regression', 'neutral' or 'crashed'"),
+        ("missing.json", "does not exist"),
+    ],
+)
+def test_a_bad_result_exits_2_with_one_message(name: str, expected: str) -> None:
+    done = canary("report", BAD / name, "--format", "comment")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert expected in done.stderr
+    assert done.stderr.count("fix:") == 1
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+def test_every_bad_fixture_is_covered() -> None:
+    assert {p.name for p in BAD.glob("*.json")} == {
+        "corrupt.json", "wrong_version.json", "not_object.json", "metrics_not_result.json", "bad_field.json",
+    }  # fmt: skip
+
+
+def test_report_imports_no_training_stack(result_file: Path) -> None:
+    code = (
+        "import sys\n"
+        "from canary_action.cli import cli\n"
+        "for kind in ('comment', 'check', 'summary', 'markdown'):\n"
+        "    cli.main(['report', sys.argv[1], '--format', kind], standalone_mode=False)\n"
+        "heavy = [m for m in ('torch', 'transformers', 'trl', 'numpy') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(result_file)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.packaging
+def test_an_installed_wheel_carries_the_templates(result_file: Path, tmp_path: Path) -> None:
+    """Built and installed like a user's `pip install` (not editable), the package renders from its own copy."""
+    source = tmp_path / "src"  # a copy, so that the build writes nothing into the working tree
+    shutil.copytree(ROOT / "canary_action", source / "canary_action", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
+    pip = [sys.executable, "-m", "pip", "-q"]
+    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", tmp_path / "dist", source]
+    subprocess.run(build, check=True, capture_output=True, env=env, timeout=300)
+    [wheel] = (tmp_path / "dist").glob("rlhf_canary-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("canary_action/templates/")) == TEMPLATES
+    assert "canary_action/py.typed" in names
+    site = tmp_path / "site"
+    subprocess.run([*pip, "install", "--no-deps", "--target", site, wheel], check=True, capture_output=True, env=env)
+
+    code = (
+        "import sys, canary_action\n"
+        "from canary_action.cli import main\n"
+        "print(canary_action.__file__, file=sys.stderr)\n"
+        "main()\n"
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", code, "report", str(result_file), "--format", "comment"],
+        capture_output=True, text=True, cwd=elsewhere, env={**env, "PYTHONPATH": str(site)}, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith(str(site / "canary_action" / "__init__.py"))
+    assert done.stdout == render(failing(), "comment")

@@ -1,0 +1,170 @@
+"""Compare results for the report tests: one per verdict (deterministic, for the golden files), and hostile
+ones whose every free-text field holds markdown, HTML, mentions, links and control characters.
+
+Regenerate the hostile fixture (from the repository root) after a change to the result schema or to this file:
+
+    .venv/bin/python -m tests.report_cases
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+from canary_action.compare.result import Change, CompareResult, OpChange
+from canary_action.compare.verdict import compare
+from canary_action.config.thresholds import TIERS
+from canary_action.metrics.schema import Status
+from canary_action.report.view import Links
+from tests.unit.test_compare import history, run
+
+STEPS: Final = 30
+SOURCES: Final = ["tier default", "file .github/canary-thresholds.yaml"]
+LINKS: Final = Links(
+    workflow_run="https://github.com/acme/trainer/actions/runs/4242",
+    artifacts="https://github.com/acme/trainer/actions/runs/4242#artifacts",
+    baseline_run="https://github.com/acme/trainer/actions/runs/4200",
+    artifact_name="rlhf-canary-sft-smoke",
+)
+OUR_URLS: Final = frozenset(u for u in (LINKS.workflow_run, LINKS.artifacts, LINKS.baseline_run) if u)
+HOSTILE_FIXTURE: Final = Path(__file__).parent / "fixtures" / "reports" / "hostile_result.json"
+
+
+def passing() -> CompareResult:
+    return compare(run(1, num_steps=STEPS), history(3, num_steps=STEPS), TIERS["default"], threshold_sources=SOURCES)
+
+
+def failing() -> CompareResult:
+    """A +30 % slowdown with a torch bump: a failed check, suspects, an env diff, notes."""
+    slow = run(1, num_steps=STEPS, step_time_s=0.13, env={"torch": "2.14.0+cu128"}, config={"max_length": 1024})
+    baselines = history(3, num_steps=STEPS, config={"max_length": 1024})
+    return compare(slow, baselines, TIERS["default"], threshold_sources=SOURCES, allowed=["max_length"])
+
+
+def neutral() -> CompareResult:
+    return compare(run(1, num_steps=STEPS), [], TIERS["default"], threshold_sources=SOURCES)
+
+
+def not_comparable() -> CompareResult:
+    a100 = {"gpus": [{"index": 0, "name": "NVIDIA A100-SXM4-80GB", "memory_total_mib": 81920.0}]}
+    current = run(1, num_steps=STEPS, step_time_s=0.2)
+    return compare(current, [run(2, num_steps=STEPS, env=a100)], TIERS["default"], threshold_sources=SOURCES)
+
+
+def crashed() -> CompareResult:
+    oom = Status(
+        state="failed", stage="train", step=4, exception_type="OutOfMemoryError",
+        message="CUDA out of memory. Tried to allocate 2.00 GiB",
+    )  # fmt: skip
+    return compare(run(1, num_steps=STEPS, status=oom), history(2, num_steps=STEPS), TIERS["default"])
+
+
+CASES: Final[dict[str, Callable[[], CompareResult]]] = {
+    "passing": passing,
+    "failing": failing,
+    "neutral": neutral,
+    "not-comparable": not_comparable,
+    "crashed": crashed,
+}
+
+# Each short enough to survive the shortest cut (60 characters) whole, but for the one that tests the cut.
+PAYLOADS: Final = (
+    "a|b||c \\| d",
+    "line one\nline two\r\n| x | y |",
+    "<!-- rlhf-canary:sticky:other -->",
+    "<img src=x onerror=alert(1)>",
+    "<script>alert(1)</script>",
+    "[click](https://evil.example)",
+    "![x](https://evil.example/x.png)",
+    "@octocat and @org/team",
+    "`code` ``two`` trailing`",
+    "</details></summary></sub>",
+    "# heading",
+    "- list",
+    "1. ordered",
+    "> quote",
+    "https://evil.example bare",
+    "www.evil.example WWW.EVIL.EXAMPLE",
+    "mailto:x@evil.example ops@evil.co",
+    "\u202eevil\u202c \u2066isolate\u2069 \u200fmark\u200e",
+    "nul\x00 bell\x07 esc\x1b[31m del\x7f \x85\u2028",
+    "**bold** _em_ ~~strike~~ $x^2$",
+    "<https://evil.example>",
+    "[ref]: https://evil.example",
+    "&lt;script&gt; &#x3C;b&#x3E; &amp;",
+    "trailing backslash \\",
+    "---",
+    "    indented code",
+    "```\nfenced\n```",
+    "x" * 5000,
+    "",
+    " \t ",
+)
+# Closed vocabularies (Literal fields) and numbers: the schema itself refuses anything else there.
+_CLOSED: Final = frozenset({"result_schema_version", "verdict", "tier", "thresholds", "status", "group", "category",
+                            "format", "state"})  # fmt: skip
+
+
+def everywhere(result: CompareResult, payload: str) -> CompareResult:
+    """`result` with every free-text field set to `payload`."""
+    return _rebuild(result, itertools.repeat(payload))
+
+
+def hostile() -> CompareResult:
+    """The failing result, every free-text field poisoned, with lists long enough for each payload to appear in
+    each kind of field (check names, messages, env and config fields and values, op names, notes)."""
+    base = failing()
+    n = len(PAYLOADS)
+    op = OpChange(name="aten::mm", baseline_ms=1.5, current_ms=2.25, delta_ms=0.75, device=True)
+    grown = base.model_copy(
+        update={
+            "checks": _cycle(base.checks, n),
+            "suspects": [s.model_copy(update={"evidence": ["e"] * 3, "next_steps": ["n"] * 2}) for s in base.suspects],
+            "env_changes": _cycle(base.env_changes, n),
+            "config_changes": [Change(field="k", baseline="1", current="2")] * n,
+            "op_changes": [op] * n,
+            "notes": ["note"] * n,
+            "threshold_sources": ["tier default"] * 3,
+        }
+    )
+    poisoned = _rebuild(grown, itertools.cycle(PAYLOADS))
+    p = [PAYLOADS[i % n] for i in range(2 * n)]
+    return poisoned.model_copy(
+        update={
+            "checks": [c.model_copy(update={"name": p[i], "message": p[i + 1]}) for i, c in enumerate(poisoned.checks)],
+            "env_changes": [Change(field=p[i], baseline=p[i + 1], current=p[i + 2]) for i in range(n)],
+            "config_changes": [Change(field=p[i + 3], baseline=p[i + 4], current=None) for i in range(n)],
+            "op_changes": [o.model_copy(update={"name": p[i + 5]}) for i, o in enumerate(poisoned.op_changes)],
+            "notes": list(PAYLOADS),
+        }
+    )
+
+
+def _cycle(items: list[Any], n: int) -> list[Any]:
+    return list(itertools.islice(itertools.cycle(items), n))
+
+
+def _rebuild(result: CompareResult, payloads: Iterator[str]) -> CompareResult:
+    return CompareResult.model_validate(_poison(result.model_dump(mode="json"), payloads))
+
+
+def _poison(node: Any, payloads: Iterator[str]) -> Any:
+    if isinstance(node, dict):
+        return {k: v if k in _CLOSED else _poison(v, payloads) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_poison(v, payloads) for v in node]
+    if isinstance(node, str):
+        return next(payloads)
+    return node
+
+
+def write_hostile_fixture() -> None:
+    HOSTILE_FIXTURE.parent.mkdir(parents=True, exist_ok=True)
+    HOSTILE_FIXTURE.write_text(hostile().model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write_hostile_fixture()
+    print(f"wrote {HOSTILE_FIXTURE}")
