@@ -166,12 +166,7 @@ def compare_command(  # click passes options as keywords
         from canary_action.report.render import render
 
         text = render(result, "markdown")
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
-        click.echo(f"{result.verdict}: {result.reason}\nwrote {output}", err=True)
+    _emit(text, output, f"{result.verdict}: {result.reason}")
     code = {"regression": EXIT_REGRESSION, "crashed": EXIT_INFRA}.get(result.verdict, EXIT_OK)
     if code:
         raise click.exceptions.Exit(code)
@@ -199,12 +194,7 @@ def report_command(result_file: Path, kind: str, output: Path | None) -> None:
         text = json.dumps(check_output(result), indent=2, ensure_ascii=False) + "\n"
     else:
         text = render(result, _REPORT_KINDS[kind])
-    if output is None:
-        click.echo(text, nl=False)
-    else:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
-        click.echo(f"wrote {output} ({kind})", err=True)
+    _emit(text, output, f"{kind} of {result.verdict}")
 
 
 @cli.command("init-config")
@@ -272,6 +262,16 @@ def schema(of_config: bool, of_result: bool) -> None:
     from canary_action.metrics.io import metrics_json_schema
 
     click.echo(json.dumps(metrics_json_schema(), indent=2))
+
+
+def _emit(text: str, output: Path | None, what: str) -> None:
+    """Print a report, or write it to `output` and say so on stderr (stdout stays the report's alone)."""
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text, encoding="utf-8")
+    click.echo(f"{what}\nwrote {output}", err=True)
 
 
 def _run_report(metrics: Metrics, path: Path) -> str:

@@ -56,7 +56,7 @@ def test_output_file(result_file: Path, tmp_path: Path) -> None:
     done = canary("report", result_file, "--format", "comment", "-o", out)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
-    assert f"wrote {out} (comment)" in done.stderr
+    assert f"wrote {out}" in done.stderr
     assert out.read_text(encoding="utf-8").startswith("<!-- rlhf-canary:sticky:sft-smoke -->\n### ❌")
 
 
