@@ -1,0 +1,125 @@
+"""The action's inputs: the one place that reads `INPUT_*`, and the typed, frozen object passed inward.
+
+The runner exposes an input `baseline-runs` as `INPUT_BASELINE-RUNS` (upper case, hyphen kept), which a
+shell cannot even name; other launchers (a job-level `container:`, tests) write `INPUT_BASELINE_RUNS`. Both
+spellings are read; when both are set and differ, the runner's (hyphen) wins and the result says so.
+Values are parsed once and strictly: "5 " is 5, "five" is an error naming the input, a `tier` outside
+its choices is an error with a "did you mean". An empty value means "not set" (the runner passes every
+declared input, empty when it has no default), so the model's default applies.
+
+action.yml is generated from this model's fields — their descriptions and defaults — and a test keeps the
+two equal (tests/unit/test_action_inputs.py).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from canary_action.errors import UsageError
+
+Tier = Literal["default", "smoke", "perf", "nightly"]
+#: action.yml's defaults that are expressions the runner evaluates (the model cannot hold them literally).
+EXPRESSION_DEFAULTS: Final = {"github_token": "${{ github.token }}"}
+
+
+class ActionInputs(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    config: str = Field("canary.yaml", description="Path of the canary config, relative to the repository root.")
+    tier: Tier = Field(
+        "smoke", description="Threshold tier: default, smoke, perf or nightly (rlhf-canary 0.1's tiers)."
+    )
+    thresholds: str | None = Field(
+        None, description="Path of a thresholds YAML file (base_tier plus overrides); empty for none."
+    )
+    mode: Literal["auto", "run", "report"] = Field(
+        "auto",
+        description="run: train, compare and publish; report: publish results another job uploaded "
+        "(workflow_run); auto: report on workflow_run events, run otherwise.",
+    )
+    github_token: SecretStr | None = Field(
+        None,
+        description="Token for the REST API: needs checks: write, pull-requests: write and actions: read.",
+    )
+    baseline_artifact: str | None = Field(
+        None, description="Name of the baseline artifact; empty: rlhf-canary-<config name>."
+    )
+    baseline_branch: str | None = Field(
+        None, description="Branch whose runs are the baseline; empty: the repository's default branch."
+    )
+    baseline_runs: int = Field(
+        5, ge=1, le=20, description="How many past successful baseline runs to compare with (1-20)."
+    )
+    baseline_run_id: int | None = Field(
+        None, ge=1, description="Use this workflow run's artifact as the only baseline; empty: search."
+    )
+    pr_number: int | None = Field(
+        None, ge=1, description="The pull request to report on, for workflow_dispatch and workflow_run events."
+    )
+    comment: Literal["always", "on-change", "on-failure", "never"] = Field(
+        "always",
+        description="When to write the sticky PR comment: always, on-change (the verdict changed), on-failure, "
+        "or never.",
+    )
+    fail_on: Literal["regression", "never"] = Field(
+        "regression", description="regression: fail the step on a regression; never: only report it."
+    )
+    output_dir: str = Field("canary-output", description="Where metrics.json, result.json and the reports are written.")
+
+
+#: The action's outputs (the entrypoint writes each to GITHUB_OUTPUT); action.yml must list exactly these.
+OUTPUTS: Final[dict[str, str]] = {
+    "verdict": "pass, regression, neutral or crashed.",
+    "metrics-path": "Path of the run's metrics.json (empty in report mode).",
+    "result-path": "Path of the comparison result (result.json).",
+    "report-path": "Path of the markdown report.",
+    "comment-url": "URL of the sticky PR comment, when one was written.",
+    "check-run-url": "URL of the check run, when one was written.",
+    "artifact-name": "The artifact name under which a default-branch run's metrics become the baseline.",
+}
+
+
+def input_name(field: str) -> str:
+    """The action.yml name of a model field: kebab-case."""
+    return field.replace("_", "-")
+
+
+def read_inputs(env: Mapping[str, str]) -> tuple[ActionInputs, list[str]]:
+    """The inputs from the environment, and notices (e.g. both spellings set, differently)."""
+    values: dict[str, str] = {}
+    notices: list[str] = []
+    for field in ActionInputs.model_fields:
+        name = input_name(field)
+        hyphen, underscore = env.get(f"INPUT_{name.upper()}"), env.get(f"INPUT_{field.upper()}")
+        if hyphen is not None and underscore is not None and hyphen.strip() != underscore.strip() and "-" in name:
+            notices.append(f"input {name} is set twice, differently; using INPUT_{name.upper()} (the runner's)")
+        raw = hyphen if hyphen is not None else underscore
+        if raw is not None and raw.strip():
+            values[field] = raw.strip()
+    try:
+        return ActionInputs.model_validate(values), notices
+    except ValidationError as e:
+        problems = [_problem(err) for err in e.errors(include_url=False)]
+        raise UsageError(
+            "invalid action input" + ("s" if len(problems) > 1 else "") + ": " + "; ".join(problems),
+            fix="correct the `with:` block of the rlhf-canary step in your workflow (see action.yml)",
+        ) from e
+
+
+def _problem(err: Mapping[str, object]) -> str:
+    loc = err.get("loc") or ("?",)
+    field = str(loc[0]) if isinstance(loc, tuple) else str(loc)
+    name = input_name(field)
+    ctx = err.get("ctx")
+    expected = ctx.get("expected") if isinstance(ctx, dict) else None
+    given = str(err.get("input", ""))[:60]
+    if expected:
+        choices = [c.strip(" '") for c in str(expected).replace(" or ", ",").split(",") if c.strip(" '")]
+        close = difflib.get_close_matches(given, choices, n=1)
+        hint = f" — did you mean {close[0]!r}?" if close else ""
+        return f"{name}: {given!r} is not one of {', '.join(choices)}{hint}"
+    return f"{name}: {err.get('msg')} (got {given!r})"
