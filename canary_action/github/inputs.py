@@ -1,4 +1,5 @@
-"""The action's inputs: the one place that reads `INPUT_*`, and the typed, frozen object passed inward.
+"""The action's inputs and the runner's variables: the one place that reads `INPUT_*` and `GITHUB_*`, and the
+typed, frozen objects passed inward.
 
 The runner exposes an input `baseline-runs` as `INPUT_BASELINE-RUNS` (upper case, hyphen kept), which a
 shell cannot even name; other launchers (a job-level `container:`, tests) write `INPUT_BASELINE_RUNS`. Both
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
@@ -123,3 +126,52 @@ def _problem(err: Mapping[str, object]) -> str:
         hint = f" — did you mean {close[0]!r}?" if close else ""
         return f"{name}: {given!r} is not one of {', '.join(choices)}{hint}"
     return f"{name}: {err.get('msg')} (got {given!r})"
+
+
+@dataclass(frozen=True)
+class RunnerEnv:
+    """What the Actions runner tells a step about itself (docs: "Store information in variables")."""
+
+    event_name: str
+    event_path: Path | None
+    repository: str
+    api_url: str
+    server_url: str
+    run_id: int | None
+    workflow_ref: str | None
+    """owner/repo/.github/workflows/file.yml@refs/heads/branch"""
+    sha: str | None
+    ref: str | None
+    workspace: Path
+    output_path: Path | None
+    summary_path: Path | None
+
+
+def read_runner(env: Mapping[str, str]) -> RunnerEnv:
+    """The GITHUB_* variables; UsageError when the two the action cannot work without are missing."""
+    missing = [name for name in ("GITHUB_EVENT_NAME", "GITHUB_REPOSITORY") if not env.get(name)]
+    if missing:
+        raise UsageError(
+            f"not running inside GitHub Actions: {' and '.join(missing)} unset",
+            fix="use the action from a workflow step, or the `canary` command (run, compare, report) elsewhere",
+        )
+    run_id = env.get("GITHUB_RUN_ID", "")
+
+    def path(name: str) -> Path | None:
+        value = env.get(name, "")
+        return Path(value) if value else None
+
+    return RunnerEnv(
+        event_name=env["GITHUB_EVENT_NAME"],
+        event_path=path("GITHUB_EVENT_PATH"),
+        repository=env["GITHUB_REPOSITORY"],
+        api_url=env.get("GITHUB_API_URL") or "https://api.github.com",
+        server_url=env.get("GITHUB_SERVER_URL") or "https://github.com",
+        run_id=int(run_id) if run_id.isdigit() else None,
+        workflow_ref=env.get("GITHUB_WORKFLOW_REF") or None,
+        sha=env.get("GITHUB_SHA") or None,
+        ref=env.get("GITHUB_REF") or None,
+        workspace=path("GITHUB_WORKSPACE") or Path.cwd(),
+        output_path=path("GITHUB_OUTPUT"),
+        summary_path=path("GITHUB_STEP_SUMMARY"),
+    )

@@ -1,0 +1,121 @@
+"""What the triggering event means for the canary: which pull request, which commit the check run belongs
+on (the PR's *head* SHA, never the merge commit GITHUB_SHA points at), whether the PR comes from a fork
+(read-only token), whether a push is to the default branch (a baseline run), and, for workflow_run, which
+finished run to report on. Reads the event payload; the GITHUB_* variables come from inputs.read_runner.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Any, Final
+
+from canary_action.errors import UsageError
+from canary_action.github.inputs import ActionInputs, RunnerEnv
+
+MAX_PAYLOAD_BYTES: Final = 25 * 2**20  # GitHub caps webhook payloads at 25 MB
+PR_EVENTS: Final = frozenset({"pull_request", "pull_request_target"})
+
+
+@dataclass(frozen=True)
+class EventContext:
+    event: str
+    action: str | None
+    repository: str
+    default_branch: str | None
+    pr_number: int | None
+    head_sha: str | None
+    """The commit the check run goes on."""
+    is_fork: bool
+    """A pull request from another repository: the token cannot write checks or comments."""
+    is_default_branch_push: bool
+    """A push to the default branch: this run becomes a baseline."""
+    workflow_file: str | None
+    """.github/workflows/<file>.yml of the running workflow (baseline runs are searched by it)."""
+    triggering_run_id: int | None = None
+    """workflow_run: the finished run whose uploaded results are reported."""
+
+
+def event_context(runner: RunnerEnv, inputs: ActionInputs) -> EventContext:
+    payload = _payload(runner)
+    repo = payload.get("repository") or {}
+    default_branch = repo.get("default_branch") if isinstance(repo, dict) else None
+    plain = EventContext(
+        event=runner.event_name,
+        action=_str(payload.get("action")),
+        repository=runner.repository,
+        default_branch=default_branch if isinstance(default_branch, str) else None,
+        pr_number=inputs.pr_number,
+        head_sha=runner.sha,
+        is_fork=False,
+        is_default_branch_push=False,
+        workflow_file=_workflow_file(runner.workflow_ref),
+    )
+    if runner.event_name in PR_EVENTS:
+        pr = _mapping(payload, "pull_request")
+        head, target = _mapping(pr, "head"), _mapping(pr, "base")
+        head_repo = head.get("repo")
+        # A deleted fork has no head repo at all: still a fork as far as the token is concerned.
+        fork = not isinstance(head_repo, dict) or head_repo.get("full_name") != _mapping(target, "repo").get(
+            "full_name"
+        )
+        return replace(
+            plain,
+            pr_number=_int(payload.get("number")) or _int(pr.get("number")),
+            head_sha=_str(head.get("sha")),
+            is_fork=fork,
+        )
+    if runner.event_name == "workflow_run":
+        run = _mapping(payload, "workflow_run")
+        prs = [p for p in run.get("pull_requests") or [] if isinstance(p, dict)]
+        head_repo, base_repo = _mapping(run, "head_repository"), _mapping(run, "repository")
+        return replace(
+            plain,
+            # A fork's workflow_run lists no pull request: the pr-number input (or a lookup by head SHA) has to say.
+            pr_number=inputs.pr_number or (_int(prs[0].get("number")) if prs else None),
+            head_sha=_str(run.get("head_sha")),
+            is_fork=head_repo.get("full_name") != base_repo.get("full_name"),
+            triggering_run_id=_int(run.get("id")),
+        )
+    head_sha = _str(payload.get("after")) if runner.event_name == "push" else None
+    on_default = plain.default_branch is not None and runner.ref == f"refs/heads/{plain.default_branch}"
+    return replace(
+        plain, head_sha=head_sha or runner.sha, is_default_branch_push=runner.event_name == "push" and on_default
+    )
+
+
+def _payload(runner: RunnerEnv) -> dict[str, Any]:
+    path = runner.event_path
+    if path is None:
+        return {}  # e.g. a local dry run: everything then comes from GITHUB_* and the inputs
+    try:
+        if path.stat().st_size > MAX_PAYLOAD_BYTES:
+            raise UsageError(f"event payload {path} is over 25 MB", fix="GITHUB_EVENT_PATH must be the runner's")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UsageError(
+            f"cannot read the event payload {path}: {e}", fix="GITHUB_EVENT_PATH must point at the runner's event.json"
+        ) from e
+    if not isinstance(data, dict):
+        raise UsageError(f"event payload {path} is not a JSON object", fix="GITHUB_EVENT_PATH must be the runner's")
+    return data
+
+
+def _workflow_file(workflow_ref: str | None) -> str | None:
+    """owner/repo/.github/workflows/canary.yml@refs/heads/main -> .github/workflows/canary.yml"""
+    if not workflow_ref or "/.github/workflows/" not in workflow_ref:
+        return None
+    return ".github/workflows/" + workflow_ref.split("/.github/workflows/", 1)[1].split("@", 1)[0]
+
+
+def _mapping(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
