@@ -1,0 +1,59 @@
+"""Unpacking an untrusted artifact zip: what a canary wrote comes out; traversal, links, bombs and floods do not."""
+
+from __future__ import annotations
+
+import io
+import stat
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from canary_action.errors import BaselineError
+from canary_action.github.artifacts import extract_artifact
+
+
+def archive(*entries: tuple[str, bytes], link: str | None = None) -> io.BytesIO:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in entries:
+            zf.writestr(name, data)
+        if link is not None:
+            info = zipfile.ZipInfo(link)
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            zf.writestr(info, "/etc/passwd")
+    buffer.seek(0)
+    return buffer
+
+
+def test_a_canary_artifact_comes_out_whole(tmp_path: Path) -> None:
+    files = extract_artifact(archive(("run-1/metrics.json", b"{}"), ("run-1/error.log", b"x")), tmp_path / "out")
+    assert [p.relative_to(tmp_path / "out").as_posix() for p in files] == ["run-1/metrics.json", "run-1/error.log"]
+    assert (tmp_path / "out" / "run-1" / "metrics.json").read_bytes() == b"{}"
+
+
+@pytest.mark.parametrize(
+    ("zipped", "said"),
+    [
+        (lambda: archive(("../evil.json", b"{}")), "points outside its folder"),
+        (lambda: archive(("/etc/cron.d/evil", b"{}")), "points outside its folder"),
+        (lambda: archive(("a/../../evil", b"{}")), "points outside its folder"),
+        (lambda: archive(("C:/evil", b"{}")), "points outside its folder"),
+        (lambda: archive(("ok.json", b"{}"), link="metrics.json"), "symbolic link"),
+        (lambda: archive(*((f"f{i}.json", b"{}") for i in range(12))), "more than 10"),
+        (lambda: archive(("bomb.json", b"0" * 5000)), "inflates past 4,096 bytes a file"),
+        (lambda: archive(("a.json", b"0" * 3000), ("b.json", b"0" * 3000)), "inflates past 5,000 in all"),
+        (lambda: io.BytesIO(b"not a zip at all"), "not a valid zip"),
+    ],
+)
+def test_a_hostile_artifact_is_refused_and_nothing_is_left(
+    tmp_path: Path, zipped: Callable[[], IO[bytes]], said: str
+) -> None:
+    out = tmp_path / "out"
+    with pytest.raises(BaselineError, match=said) as caught:
+        extract_artifact(zipped(), out, max_files=10, max_file_bytes=4096, max_total_bytes=5000)
+    assert caught.value.fix
+    assert list(out.iterdir()) == []
+    assert not (tmp_path / "evil.json").exists()
