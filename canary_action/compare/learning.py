@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from canary_action.compare.context import Context, no_baseline, noise_margin, not_comparable, pct, skipped
+from canary_action.compare.context import Context, no_baseline, noise_margin, not_comparable, pct, skipped, spread
 from canary_action.compare.result import Check, CheckStatus
 from canary_action.compare.runs import RunData
 
@@ -76,8 +76,8 @@ def loss_band(current: RunData, baselines: Sequence[RunData], tolerance_pct: flo
     for s in steps:
         values = [o[s] for o in others]
         mid = statistics.median(values)
-        spread = _sd(values) if len(values) >= 3 else 0.0
-        half = max(tolerance_pct / 100 * max(abs(mid), floor), k * spread)
+        step_spread = spread(values) if len(values) >= 3 else 0.0
+        half = max(tolerance_pct / 100 * max(abs(mid), floor), k * step_spread)
         band.low.append(mid - half)
         band.mid.append(mid)
         band.high.append(mid + half)
@@ -206,12 +206,6 @@ def _smoothed(run: RunData) -> dict[int, float]:
         step: statistics.median(v for _, v in points[max(0, i - half) : i + half + 1])
         for i, (step, _) in enumerate(points)
     }
-
-
-def _sd(values: Sequence[float]) -> float:
-    """Sample SD in floats: statistics.stdev is exact (fractions) and dominated a nightly comparison's time."""
-    mean = sum(values) / len(values)
-    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def _start(run: RunData) -> float:

@@ -81,8 +81,6 @@ class StepRow:
 class ReportView:
     marker: Md
     """The hidden marker of the sticky comment: one per config."""
-    config: Md
-    verdict: str
     title: Md
     reason: Md
     counts: Md
@@ -118,14 +116,11 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
     passed = sum(1 for c in result.checks if c.status == "pass")
     others = len(result.checks) - failed - warned - passed
     config_name = result.current.config_name
-    config = text(result.current.config_name, 80)
     top = result.suspects[0] if result.suspects else None
     chart_list = [c for c in (_chart(curve) for curve in result.curves) if c is not None]
     header, rows = _step_detail(result.curves)
     return ReportView(
         marker=Md(f"<!-- rlhf-canary:sticky:{slug(result.current.config_name)} -->"),
-        config=config,
-        verdict=result.verdict,
         title=Md(f"{VERDICT_ICONS[result.verdict]} rlhf-canary **{result.verdict}** — `{_code(config_name)}`"),
         reason=text(result.reason, 400),
         counts=Md(f"{failed} failed · {warned} warned · {passed} passed · {others} not judged"),
