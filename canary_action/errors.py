@@ -6,6 +6,8 @@ message a user sees in a CI log is enough to act on.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 DOCS = "https://github.com/rlhf-canary/rlhf-canary#readme"
 
 
@@ -81,8 +83,23 @@ class TrainingError(CanaryError):
 
     title = "canary training failed"
 
+    def __init__(self, message: str, *, fix: str = "", docs: str = DOCS, metrics_path: Path | None = None) -> None:
+        super().__init__(message, fix=fix, docs=docs)
+        self.metrics_path = metrics_path
+        """The metrics.json written before the error, when the run got that far: still compared and reported."""
+
 
 class GitHubError(CanaryError):
     """GitHub could not be reached or refused a request."""
 
     title = "GitHub request failed"
+
+    def __init__(self, message: str, *, fix: str = "", docs: str = DOCS, status: int | None = None) -> None:
+        super().__init__(message, fix=fix, docs=docs)
+        self.status = status
+        """The HTTP status GitHub answered with; None when it never answered (outage, network)."""
+
+    @property
+    def forbidden(self) -> bool:
+        """A refusal for want of a permission (a read-only token): the action degrades instead of failing."""
+        return self.status in (403, 404)

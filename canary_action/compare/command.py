@@ -8,14 +8,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from canary_action.compare.baselines import load_baselines, load_current
+from canary_action.compare.baselines import BaselineSet, load_baselines, load_current
 from canary_action.compare.comparability import LEARNING_FIELDS, PERF_FIELDS
 from canary_action.compare.result import CompareResult
 from canary_action.compare.runs import RunData
 from canary_action.compare.verdict import compare
 from canary_action.config.load import load_threshold_file
 from canary_action.config.thresholds import ThresholdOverrides, Tier, resolve
-from canary_action.errors import MetricsFileError, UsageError
+from canary_action.errors import MetricsFileError, NoBaselineError, UsageError
 
 ALLOWABLE = sorted({*PERF_FIELDS, *LEARNING_FIELDS})
 
@@ -27,11 +27,22 @@ def run_compare(
     tier: Tier = "default",
     threshold_file: Path | None = None,
     allowed: Collection[str] = (),
+    notes: Sequence[str] = (),
+    missing_ok: bool = False,
 ) -> CompareResult:
-    """Load, merge thresholds (tier <- file <- the run's inline block), compare. Raises CanaryError subclasses."""
+    """Load, merge thresholds (tier <- file <- the run's inline block), compare. Raises CanaryError subclasses.
+
+    `missing_ok` (the action, which searched for baselines itself): no usable baseline is a neutral result
+    that says why, instead of NoBaselineError. `notes` go into the result ahead of the loader's.
+    """
     _check_allowed(allowed)
     current = load_current(current_path)
-    history = load_baselines(baseline_paths, current)
+    try:
+        history = load_baselines(baseline_paths, current)
+    except NoBaselineError as none:
+        if not missing_ok:
+            raise
+        history = BaselineSet(runs=[], excluded=[], notes=[none.message] if baseline_paths else [])
     file = load_threshold_file(threshold_file) if threshold_file is not None else None
     inline = _inline(current)
     sources = [f"tier {tier}"]
@@ -40,7 +51,7 @@ def run_compare(
         sources.append(f"file {threshold_file}")
     if inline is not None:
         sources.append(f"the thresholds block of config {current.config_name}")
-    notes = [*history.notes, *(f"excluded baseline {why}" for why in history.excluded)]
+    all_notes = [*notes, *history.notes, *(f"excluded baseline {why}" for why in history.excluded)]
     return compare(
         current,
         history.runs,
@@ -48,7 +59,7 @@ def run_compare(
         tier=file.base_tier if file is not None and file.base_tier else tier,
         threshold_sources=sources,
         allowed=allowed,
-        notes=notes,
+        notes=all_notes,
     )
 
 

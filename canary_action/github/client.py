@@ -54,12 +54,33 @@ class GitHubClient:
         self, method: str, path: str, *, body: object = None, params: Mapping[str, str] | None = None
     ) -> Response:
         """One call, retried while GitHub says "later"; GitHubError (exit 3) when it never says yes."""
+        status, headers, raw = self._call(method, path, body, params, MAX_BODY_BYTES)
+        return Response(status, headers, _json(raw))
+
+    def download(self, path: str, *, max_bytes: int) -> bytes:
+        """A binary download (an artifact zip), retried like `request`; refused past `max_bytes`.
+
+        GitHub answers with a redirect to a signed storage URL on another host: the token goes to GitHub
+        only (an unredirected header), never to where the redirect points.
+        """
+        _, _, raw = self._call("GET", path, None, None, max_bytes)
+        if len(raw) > max_bytes:
+            raise GitHubError(
+                f"GET {path}: the download is over {max_bytes / 2**20:.0f} MiB",
+                fix="the artifact is not one the canary wrote (its results are a few MiB): check the upload step's "
+                "`path:`",
+            )
+        return raw
+
+    def _call(
+        self, method: str, path: str, body: object, params: Mapping[str, str] | None, limit: int
+    ) -> tuple[int, Mapping[str, str], bytes]:
         url = self.api_url.rstrip("/") + path + ("?" + urllib.parse.urlencode(params) if params else "")
         waited, last = 0.0, ""
         for attempt in range(1, self.max_attempts + 1):
-            status, headers, raw, failure = self._send(method, url, body)
+            status, headers, raw, failure = self._send(method, url, body, limit)
             if failure is None and status < 400:
-                return Response(status, headers, _json(raw))
+                return status, headers, raw
             delay = _retry_after(status, headers, raw, attempt, self.clock())
             last = failure or f"{status} {_message(raw)}"
             if delay is None:
@@ -78,19 +99,37 @@ class GitHubClient:
             self.token,
         )
 
-    def _send(self, method: str, url: str, body: object) -> tuple[int, dict[str, str], bytes, str | None]:
+    def paginate(self, path: str, key: str, *, params: Mapping[str, str] | None = None, limit: int = 1000) -> list[Any]:
+        """Every item of a list endpoint (under `key`, or the body itself when key is ""), up to `limit`."""
+        items: list[Any] = []
+        page = 1
+        while len(items) < limit:
+            body = self.request("GET", path, params={**(params or {}), "per_page": "100", "page": str(page)}).body
+            batch = (body or {}).get(key, []) if key else (body or [])
+            if not isinstance(batch, list):
+                raise GitHubError(
+                    f"GET {path}: unexpected answer (no list)", fix="a GitHub API change: please report it"
+                )
+            items.extend(batch)
+            if len(batch) < 100:
+                break
+            page += 1
+        return items[:limit]
+
+    def _send(self, method: str, url: str, body: object, limit: int) -> tuple[int, dict[str, str], bytes, str | None]:
         data = None if body is None else json.dumps(body).encode()
         headers = {
             "Accept": "application/vnd.github+json",
             "X-GitHub-Api-Version": API_VERSION,
             "User-Agent": f"rlhf-canary/{__version__}",
             **({"Content-Type": "application/json"} if data is not None else {}),
-            **({"Authorization": f"Bearer {self.token}"} if self.token else {}),
         }
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
+        if self.token:
+            request.add_unredirected_header("Authorization", f"Bearer {self.token}")
         try:
             with urllib.request.urlopen(request, timeout=30) as reply:  # the API URL comes from the runner
-                return reply.status, {k.lower(): v for k, v in reply.headers.items()}, reply.read(MAX_BODY_BYTES), None
+                return reply.status, {k.lower(): v for k, v in reply.headers.items()}, reply.read(limit + 1), None
         except urllib.error.HTTPError as e:
             return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read(MAX_BODY_BYTES), None
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
@@ -101,7 +140,9 @@ class GitHubClient:
 def _redacted(error: GitHubError, token: str | None) -> GitHubError:
     """GitHub echoes what it was sent in some messages: the token must not reach a log that way either."""
     if token and (token in error.message or token in error.fix):
-        return GitHubError(error.message.replace(token, "***"), fix=error.fix.replace(token, "***"))
+        return GitHubError(
+            error.message.replace(token, "***"), fix=error.fix.replace(token, "***"), status=error.status
+        )
     return error
 
 
@@ -126,6 +167,7 @@ def _refusal(method: str, path: str, status: int, raw: bytes) -> GitHubError:
         return GitHubError(
             f"{method} {path}: 401 {message}",
             fix="the token is missing, expired or wrong: pass `github-token: ${{ github.token }}` (the default)",
+            status=status,
         )
     needed = next((perm for fragment, perm in PERMISSIONS if fragment in path), None)
     if status in (403, 404) and needed:
@@ -133,9 +175,12 @@ def _refusal(method: str, path: str, status: int, raw: bytes) -> GitHubError:
             f"{method} {path}: {status} {message} — the token lacks `{needed}`",
             fix=f"add `{needed}` to the job's `permissions:` block (on a pull request from a fork the token is "
             "read-only: publish from a workflow_run job instead, see docs/examples)",
+            status=status,
         )
     return GitHubError(
-        f"{method} {path}: {status} {message}", fix="see the GitHub REST API documentation for this status"
+        f"{method} {path}: {status} {message}",
+        fix="see the GitHub REST API documentation for this status",
+        status=status,
     )
 
 

@@ -34,6 +34,13 @@ class EventContext:
     """.github/workflows/<file>.yml of the running workflow (baseline runs are searched by it)."""
     triggering_run_id: int | None = None
     """workflow_run: the finished run whose uploaded results are reported."""
+    triggering_event: str | None = None
+    """workflow_run: the event that started that run (only pull_request runs have a PR to report on)."""
+    triggering_run_url: str | None = None
+    head_branch: str | None = None
+    """workflow_run: the branch the run's head commit is on (for finding a fork's pull request)."""
+    head_owner: str | None = None
+    """workflow_run: the owner of the repository that branch is in (a fork's owner)."""
 
 
 def event_context(runner: RunnerEnv, inputs: ActionInputs) -> EventContext:
@@ -76,6 +83,10 @@ def event_context(runner: RunnerEnv, inputs: ActionInputs) -> EventContext:
             head_sha=_str(run.get("head_sha")),
             is_fork=head_repo.get("full_name") != base_repo.get("full_name"),
             triggering_run_id=_int(run.get("id")),
+            triggering_event=_str(run.get("event")),
+            triggering_run_url=_str(run.get("html_url")),
+            head_branch=_str(run.get("head_branch")),
+            head_owner=_str(_mapping(head_repo, "owner").get("login")),
         )
     head_sha = _str(payload.get("after")) if runner.event_name == "push" else None
     on_default = plain.default_branch is not None and runner.ref == f"refs/heads/{plain.default_branch}"

@@ -7,6 +7,7 @@ here (escape.text), so the five templates agree on what a figure looks like and 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
@@ -31,6 +32,8 @@ class Links:
     artifacts: str | None = None
     baseline_run: str | None = None
     artifact_name: str | None = None
+    baseline_snippet: str | None = None
+    """The workflow YAML that would create a baseline, shown when there is none."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,8 @@ class ReportView:
     show_charts: bool = True
     show_step_detail: bool = True
     show_env: bool = True
+    how_to_baseline: Md | None = None
+    """A fenced YAML block: the workflow that creates a baseline (only when the result has none)."""
     dropped: Md | None = None
     """Set when parts were left out to fit a size limit: what, and where the full report is."""
 
@@ -135,6 +140,7 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
         facts=_facts(result),
         links=[m for m in _links(links) if m is not None],
         notes=[text(n, 300) for n in result.notes],
+        how_to_baseline=None if result.baselines else _yaml_block(links.baseline_snippet),
     )
 
 
@@ -300,6 +306,16 @@ def _links(links: Links) -> list[Md | None]:
         link(artifact, links.artifacts),
         link("baseline run", links.baseline_run),
     ]
+
+
+_SNIPPET_SAFE: Final = re.compile(r"[ -_a-}\n]*")  # printable ASCII and newlines, minus backtick and tilde
+
+
+def _yaml_block(snippet: str | None) -> Md | None:
+    """A snippet the action built, in a fenced block; refused (None) if it could close the fence or hold HTML."""
+    if not snippet or not _SNIPPET_SAFE.fullmatch(snippet) or "<" in snippet:
+        return None
+    return Md(f"```yaml\n{snippet.strip(chr(10))}\n```")
 
 
 _CODE_SAFE: Final = str.maketrans({"`": "'", "|": "¦", "<": "‹", ">": "›", "\\": "/"})

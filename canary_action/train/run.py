@@ -72,6 +72,7 @@ def run_canary(loaded: LoadedConfig, output_dir: Path | None = None) -> RunOutco
         raise TrainingError(
             f"{type(error).__name__} during {metrics.status.stage}: {error}",
             fix=f"read the traceback in {run_dir / 'error.log'}; what was measured is in {run_dir / 'metrics.json'}",
+            metrics_path=run_dir / "metrics.json",
         ) from error
     return RunOutcome(run.finish(run_id, started), run_dir / "metrics.json")
 

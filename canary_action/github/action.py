@@ -1,0 +1,483 @@
+"""What one step of `uses: rlhf-canary/rlhf-canary@v1` does, for each event.
+
+mode run (every event but workflow_run, under mode auto):
+  1. read the config; on a pull request (or workflow_dispatch with pr-number) start the check run on the
+     PR's head commit, so the PR shows the canary running;
+  2. train (train/run.py), writing metrics.json — also when the run crashes;
+  3. fetch the baselines (baseline_fetch.py) and compare; no baseline is a neutral verdict showing the
+     workflow snippet that makes one;
+  4. write result.json, report.md, the job summary and the step outputs — before anything is published,
+     so a GitHub outage loses nothing measured;
+  5. publish: complete the check run, write the sticky comment. A push, a schedule or a dispatch without
+     pr-number only measures (the upload step after the action makes the artifact the next PRs' baseline).
+  On a pull request from a fork the token is read-only: steps 1 and 5 are skipped with a notice, and a
+  workflow_run job in report mode publishes instead.
+
+mode report (workflow_run): download the finished run's `rlhf-canary-*` artifacts — untrusted, since the
+pull request's code produced them — validate each result.json, and publish it on the pull request whose
+head commit is the run's, verified through the API (a fork's run names no pull request).
+
+Exit codes (cli.py): 0 pass or neutral, 1 regression (0 with fail-on: never), 2 bad input, 3 a crash or
+GitHub failing. A missing permission (403/404 on publishing) is a warning that names it, not a failure.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, TextIO
+
+from canary_action.compare.result import CompareResult, Verdict
+from canary_action.errors import CanaryError, GitHubError, TrainingError, UsageError
+from canary_action.github.baseline_fetch import FetchedBaselines, RunArtifacts, fetch_baselines
+from canary_action.github.client import GitHubClient
+from canary_action.github.commands import Log, append_summary, write_outputs
+from canary_action.github.context import PR_EVENTS, EventContext, event_context
+from canary_action.github.inputs import ActionInputs, RunnerEnv, read_inputs, read_runner
+from canary_action.github.publish import Annotation, Published, Publisher, check_name, conclusion_of
+from canary_action.report.escape import slug
+from canary_action.report.view import Links
+
+if TYPE_CHECKING:
+    from canary_action.config.load import LoadedConfig
+
+ACTION_REF: Final = "rlhf-canary/rlhf-canary@v1"
+UPLOAD_ARTIFACT: Final = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02  # v4.6.2"
+ARTIFACT_PREFIX: Final = "rlhf-canary-"
+RESULT_FILE: Final = "result.json"
+REPORT_FILE: Final = "report.md"
+_SEVERITY: Final[dict[Verdict, int]] = {"pass": 0, "neutral": 1, "regression": 2, "crashed": 3}
+_SAFE_PATH: Final = re.compile(r"[A-Za-z0-9._/-]+")
+
+#: Trains one canary and returns its metrics.json; raises TrainingError (with metrics_path when written).
+Trainer = Callable[["LoadedConfig", Path], Path]
+
+
+def train(loaded: LoadedConfig, output_dir: Path) -> Path:
+    from canary_action.train.run import run_canary  # torch: only when a run mode step trains
+
+    return run_canary(loaded, output_dir).metrics_path
+
+
+def default_artifact(config_name: str) -> str:
+    return ARTIFACT_PREFIX + slug(config_name)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The pull request results are published on, and its head commit (never the merge commit)."""
+
+    pr_number: int
+    head_sha: str
+
+
+@dataclass
+class Step:
+    """One run of the action: its inputs, context, and what it has produced so far."""
+
+    inputs: ActionInputs
+    runner: RunnerEnv
+    ctx: EventContext
+    client: GitHubClient
+    log: Log
+    outputs: dict[str, str] = field(default_factory=dict)
+    problems: list[CanaryError] = field(default_factory=list)
+    """Failures met after the measurement (GitHub down): reported, and exit 3, but nothing is lost."""
+
+    @property
+    def out_dir(self) -> Path:
+        return self.runner.workspace / self.inputs.output_dir
+
+    def relative(self, path: Path) -> str:
+        """Paths in outputs are relative to the workspace: the action's /github/workspace is not the host's."""
+        try:
+            return str(path.relative_to(self.runner.workspace))
+        except ValueError:
+            return str(path)
+
+    def run_url(self) -> str | None:
+        if self.runner.run_id is None:
+            return None
+        return f"{self.runner.server_url}/{self.runner.repository}/actions/runs/{self.runner.run_id}"
+
+    def publisher(self) -> Publisher:
+        return Publisher(self.client, self.runner.repository)
+
+    def degrade(self, error: GitHubError, doing: str) -> None:
+        """A refused write (read-only token) is a warning naming the permission; anything else is a problem."""
+        if error.forbidden:
+            self.log.annotate("warning", f"{error.message}. {error.fix}", title=f"rlhf-canary could not {doing}")
+        else:
+            self.problems.append(error)
+
+    def write_result(self, result: CompareResult, links: Links, prefix: str = "") -> tuple[Path, Path]:
+        from canary_action.report.render import render
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        result_path = self.out_dir / f"{prefix}{RESULT_FILE}"
+        report_path = self.out_dir / f"{prefix}{REPORT_FILE}"
+        result_path.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        report_path.write_text(render(result, "markdown", links), encoding="utf-8")
+        append_summary(self.runner.summary_path, render(result, "summary", links))
+        self.outputs.update(
+            {
+                "verdict": result.verdict,
+                "result-path": self.relative(result_path),
+                "report-path": self.relative(report_path),
+            }
+        )
+        return result_path, report_path
+
+    def publish(
+        self,
+        result: CompareResult,
+        links: Links,
+        target: Target,
+        check: Published | None,
+        annotations: list[Annotation],
+    ) -> None:
+        from canary_action.report.render import check_output, render
+        from canary_action.report.view import build_view
+
+        publisher = self.publisher()
+        try:
+            check = check or publisher.start_check(check_name(result.current.config_name), target.head_sha, None)
+            done = publisher.finish_check(
+                check, conclusion_of(result.verdict, self.inputs.fail_on), check_output(result, links), annotations
+            )
+            self.outputs["check-run-url"] = done.url or ""
+        except GitHubError as e:
+            self.degrade(e, "complete the check run")
+        try:
+            marker = str(build_view(result, links).marker)
+            body = render(result, "comment", links)
+            comment = publisher.upsert_comment(target.pr_number, marker, body, result.verdict, self.inputs.comment)
+            if comment is not None:
+                self.outputs["comment-url"] = comment.url or ""
+        except GitHubError as e:
+            self.degrade(e, "write the PR comment")
+
+    def exit_code(self, verdict: Verdict | None) -> int:
+        for problem in self.problems:
+            self.log.annotate("error", f"{problem.message}. fix: {problem.fix}", title=problem.title)
+        if verdict == "crashed":
+            return 3
+        if verdict == "regression" and self.inputs.fail_on == "regression":
+            return 1
+        return 3 if self.problems else 0
+
+
+def main(
+    env: Mapping[str, str],
+    *,
+    trainer: Trainer = train,
+    out: TextIO | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Run the action from the runner's environment; returns the exit code."""
+    from canary_action.cli import exit_code
+
+    log = Log(out or sys.stdout)
+    step: Step | None = None
+    try:
+        inputs, notices = read_inputs(env)
+        token = inputs.github_token.get_secret_value() if inputs.github_token else None
+        if token:
+            log.mask(token)
+        for notice in notices:
+            log.annotate("notice", notice)
+        runner = read_runner(env)
+        client = GitHubClient(runner.api_url, token, sleep=sleep)
+        step = Step(inputs, runner, event_context(runner, inputs), client, log)
+        mode = inputs.mode if inputs.mode != "auto" else ("report" if runner.event_name == "workflow_run" else "run")
+        return run_mode(step, trainer) if mode == "run" else report_mode(step)
+    except CanaryError as error:
+        log.annotate("error", error.render(), title=error.title)
+        return exit_code(error)
+    finally:
+        if step is not None:
+            write_outputs(step.runner.output_path, step.outputs)
+
+
+def run_mode(step: Step, trainer: Trainer) -> int:
+    from canary_action.compare.command import run_compare
+    from canary_action.config.load import load_config
+    from canary_action.errors import ConfigError
+
+    inputs, ctx, log = step.inputs, step.ctx, step.log
+    config_path = step.runner.workspace / inputs.config
+    try:
+        loaded = load_config(config_path)
+    except ConfigError as e:
+        log.annotate("error", e.render(), title=e.title, file=inputs.config)
+        raise
+    for notice in loaded.notices:
+        log.annotate("notice", notice, title="rlhf-canary config")
+    name = loaded.config.name
+    artifact = inputs.baseline_artifact or default_artifact(name)
+    step.outputs["artifact-name"] = artifact
+    write_outputs(step.runner.output_path, {"artifact-name": artifact})  # for the upload step, even on a crash
+    _clear(step.out_dir, step.runner.workspace, log)
+    target = _run_target(step)
+    check = None
+    if target is not None:
+        try:
+            check = step.publisher().start_check(check_name(name), target.head_sha, step.run_url())
+        except GitHubError as e:
+            step.degrade(e, "start the check run")
+            if e.forbidden:
+                target = None  # a read-only token: measure and write, publish nothing
+
+    crash: TrainingError | None = None
+    try:
+        metrics_path: Path | None = trainer(loaded, step.out_dir)
+    except TrainingError as e:
+        crash, metrics_path = e, e.metrics_path if e.metrics_path and e.metrics_path.is_file() else None
+    if metrics_path is None:
+        assert crash is not None
+        if target is not None and check is not None:
+            _report_unmeasured(step, check, crash)
+        raise crash
+    step.outputs["metrics-path"] = step.relative(metrics_path)
+
+    fetched = _baselines(step, artifact, Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-")))
+    threshold_file = step.runner.workspace / inputs.thresholds if inputs.thresholds else None
+    result = run_compare(
+        metrics_path,
+        fetched.paths,
+        tier=inputs.tier,
+        threshold_file=threshold_file,
+        notes=fetched.notes,
+        missing_ok=True,
+    )
+    run_url = step.run_url()
+    links = Links(
+        workflow_run=run_url,
+        artifacts=run_url and run_url + "#artifacts",
+        baseline_run=fetched.run_urls[0] if fetched.run_urls else None,
+        artifact_name=artifact,
+        baseline_snippet=baseline_snippet(ctx, inputs.config, artifact, inputs.output_dir),
+    )
+    step.write_result(result, links)
+    log.line(f"rlhf-canary {result.verdict}: {result.reason}")
+    log.line(f"results in {step.relative(step.out_dir)}/ (upload them with actions/upload-artifact as {artifact})")
+    if target is not None:
+        annotations = _annotations(result, inputs.config, loaded.source_text)
+        step.publish(result, links, target, check, annotations)
+    if crash is not None:
+        log.annotate("error", crash.render(), title=crash.title)
+    return step.exit_code(result.verdict)
+
+
+def report_mode(step: Step) -> int:
+    from canary_action.errors import MetricsFileError
+    from canary_action.report.load import read_result
+
+    ctx, log = step.ctx, step.log
+    if ctx.event != "workflow_run" or ctx.triggering_run_id is None:
+        raise UsageError(
+            f"mode report publishes a finished canary run's results: it runs on workflow_run events, not {ctx.event}",
+            fix="trigger the reporting workflow with `on: workflow_run` (docs/examples/fork-safe-report.yml), "
+            "or use mode run",
+        )
+    if ctx.triggering_event not in PR_EVENTS:
+        log.line(f"the canary run was started by {ctx.triggering_event}, not a pull request: nothing to publish")
+        return 0
+    target = _verified_pull(step)
+    if target is None:
+        return 0
+    runs = RunArtifacts(step.client, step.runner.repository)
+    listed = step.client.paginate(
+        f"/repos/{step.runner.repository}/actions/runs/{ctx.triggering_run_id}/artifacts", "artifacts"
+    )
+    wanted = step.inputs.baseline_artifact
+    listed_names = {str(a.get("name")) for a in listed if isinstance(a, dict)}
+    names = sorted(n for n in listed_names if (n == wanted if wanted else n.startswith(ARTIFACT_PREFIX)))
+    if not names:
+        raise UsageError(
+            f"run {ctx.triggering_run_id} uploaded no {wanted or ARTIFACT_PREFIX + '*'} artifact",
+            fix="the canary job needs an actions/upload-artifact step with `if: ${{ !cancelled() }}` and "
+            "`name: ${{ steps.canary.outputs.artifact-name }}` (docs/examples/fork-safe-run.yml)",
+        )
+    worst: Verdict | None = None
+    refused: list[CanaryError] = []
+    run = {"id": ctx.triggering_run_id, "html_url": ctx.triggering_run_url}
+    for name in names:
+        notes: list[str] = []
+        found = runs.find(run, name, notes)
+        if found is None:
+            for note in notes:
+                log.annotate("warning", note, title="rlhf-canary")
+            continue
+        dest = step.out_dir / "reported" / slug(name)
+        try:
+            files = runs.unpack(found, dest)
+            results = [p for p in files if p.name == RESULT_FILE]
+            if len(results) != 1:
+                raise MetricsFileError(
+                    f"artifact {name} holds {len(results)} {RESULT_FILE} files, not one",
+                    fix="upload the canary's output-dir as the artifact, one artifact per config",
+                )
+            result = read_result(results[0])
+        except MetricsFileError as e:
+            log.annotate("error", e.render(), title=f"rlhf-canary refused artifact {name}")
+            refused.append(e)
+            continue
+        links = Links(
+            workflow_run=ctx.triggering_run_url,
+            artifacts=ctx.triggering_run_url and ctx.triggering_run_url + "#artifacts",
+            artifact_name=name,
+        )
+        step.write_result(result, links, prefix=f"{slug(name)}-")
+        log.untrusted(f"{name}: {result.verdict}: {result.reason}")
+        step.publish(result, links, target, None, [])
+        worst = result.verdict if worst is None or _SEVERITY[result.verdict] > _SEVERITY[worst] else worst
+    if refused and worst is None:
+        return 2
+    step.outputs["verdict"] = worst or ""
+    code = step.exit_code(worst)
+    return code or (2 if refused else 0)
+
+
+def baseline_snippet(ctx: EventContext, config: str, artifact: str, output_dir: str) -> str | None:
+    """The workflow that creates this canary's baseline: the same file, run on the default branch, its
+    results uploaded under the artifact name the next pull requests look for."""
+    branch = ctx.default_branch or "main"
+    if not all(_SAFE_PATH.fullmatch(v) for v in (branch, config, artifact, output_dir)):
+        return None
+    workflow = ctx.workflow_file if ctx.workflow_file and _SAFE_PATH.fullmatch(ctx.workflow_file) else None
+    lines = [
+        *([f"# {workflow}"] if workflow else []),
+        "on:",
+        "  pull_request:",
+        "  push:",
+        f"    branches: [{branch}]",
+        "  workflow_dispatch:",
+        "jobs:",
+        "  canary:",
+        "    steps:",
+        "      # ... checkout, as before",
+        f"      - uses: {ACTION_REF}",
+        "        id: canary",
+        "        with:",
+        f"          config: {config}",
+        f"      - uses: {UPLOAD_ARTIFACT}",
+        "        if: ${{ !cancelled() }}",
+        "        with:",
+        f"          name: {artifact}",
+        f"          path: {output_dir.rstrip('/')}/",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _run_target(step: Step) -> Target | None:
+    ctx, log = step.ctx, step.log
+    if ctx.is_fork:
+        log.annotate(
+            "notice",
+            "pull request from a fork: the token is read-only, so this job measures and writes its results for "
+            "upload; a workflow_run job in mode report publishes them (docs/examples/fork-safe-report.yml)",
+            title="rlhf-canary: fork pull request",
+        )
+        return None
+    if ctx.event in PR_EVENTS and ctx.pr_number and ctx.head_sha:
+        return Target(ctx.pr_number, ctx.head_sha)
+    if ctx.pr_number is None:
+        return None
+    pull = step.client.request("GET", f"/repos/{step.runner.repository}/pulls/{ctx.pr_number}").body
+    return Target(ctx.pr_number, str(pull["head"]["sha"]))
+
+
+def _verified_pull(step: Step) -> Target | None:
+    """The open pull request whose head is the reported run's commit, checked through the API."""
+    ctx, repo = step.ctx, step.runner.repository
+    assert ctx.head_sha is not None
+    candidates = [n for n in (ctx.pr_number,) if n]
+    if not candidates and ctx.head_owner and ctx.head_branch:
+        pulls = step.client.paginate(
+            f"/repos/{repo}/pulls", "", params={"state": "open", "head": f"{ctx.head_owner}:{ctx.head_branch}"}
+        )
+        candidates = [int(p["number"]) for p in pulls if isinstance(p, dict)]
+    for number in candidates:
+        pull = step.client.request("GET", f"/repos/{repo}/pulls/{number}").body
+        if pull.get("head", {}).get("sha") == ctx.head_sha:
+            return Target(number, ctx.head_sha)
+    step.log.line(
+        f"no open pull request has head commit {ctx.head_sha} (pushed to since?): nothing to publish; "
+        "the newer run will report"
+    )
+    return None
+
+
+def _baselines(step: Step, artifact: str, dest: Path) -> FetchedBaselines:
+    ctx, inputs = step.ctx, step.inputs
+    branch = inputs.baseline_branch or ctx.default_branch
+    if branch is None:
+        repo = step.client.request("GET", f"/repos/{step.runner.repository}").body
+        branch = str(repo["default_branch"])
+    try:
+        return fetch_baselines(
+            step.client,
+            repository=step.runner.repository,
+            workflow_file=ctx.workflow_file,
+            branch=branch,
+            artifact=artifact,
+            wanted=inputs.baseline_runs,
+            dest=dest,
+            run_id=inputs.baseline_run_id,
+        )
+    except GitHubError as e:
+        step.degrade(e, "fetch the baselines")
+        return FetchedBaselines(notes=[f"baselines could not be fetched: {e.message}"])
+
+
+def _annotations(result: CompareResult, config: str, source: str) -> list[Annotation]:
+    """Failed and warned checks, on the config line most likely to blame (a changed key), else line 1."""
+    lines = source.splitlines()
+    line = 1
+    for change in result.config_changes:
+        key = change.field.rsplit(".", 1)[-1]
+        hit = next((i for i, text in enumerate(lines, 1) if re.match(rf"\s*{re.escape(key)}\s*:", text)), None)
+        if hit is not None:
+            line = hit
+            break
+    return [
+        Annotation(config, line, "failure" if c.status == "fail" else "warning", f"rlhf-canary: {c.name}", c.message)
+        for c in result.checks
+        if c.status in ("fail", "warn")
+    ]
+
+
+def _clear(out_dir: Path, workspace: Path, log: Log) -> None:
+    """Start from an empty output-dir: a self-hosted runner keeps its workspace, and an earlier run's files
+    would otherwise travel in this run's artifact (and become a second baseline)."""
+    if not out_dir.is_dir() or not any(out_dir.iterdir()):
+        return
+    resolved = out_dir.resolve()
+    if resolved == workspace.resolve() or workspace.resolve() not in resolved.parents:
+        raise UsageError(
+            f"output-dir {out_dir} is not empty and is not a folder inside the workspace",
+            fix="set output-dir to a folder of its own under the workspace (the default: canary-output)",
+        )
+    log.line(f"clearing {out_dir} (files of an earlier run)")
+    shutil.rmtree(out_dir)
+
+
+def _report_unmeasured(step: Step, check: Published, crash: TrainingError) -> None:
+    """The run died before writing metrics: the check still completes, as a failure that says why."""
+    from canary_action.report.escape import text
+
+    output = {
+        "title": "rlhf-canary: the canary could not run",
+        "summary": f"{text(crash.message, 2000)}\n\nfix: {text(crash.fix, 1000)}",
+    }
+    try:
+        step.publisher().finish_check(check, "failure", output)
+    except GitHubError as e:
+        step.degrade(e, "complete the check run")

@@ -1,0 +1,176 @@
+"""Publishing to a pull request: the check run on its head commit and the one sticky comment per config.
+
+Check run: one per config and head SHA, named `rlhf-canary (<config>)`. A rerun finds it by name on the
+same commit and resets it to in_progress instead of adding a second. GitHub takes at most 50 annotations
+per request and appends those of later updates, so more are sent in batches.
+
+Sticky comment: the comment whose first line is the config's marker and that a bot (the token's app)
+wrote; anyone can type the marker into a comment, and a comment someone else wrote is theirs to edit back,
+so such a comment is never updated. The `comment` input decides when to write:
+
+- always: every run creates or updates it;
+- on-change: only when the verdict differs from the comment's (a first comment only when not pass);
+- on-failure: on regression or crash; an existing comment is still updated when the PR recovers, so it
+  never shows a stale failure;
+- never: no comment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+from canary_action.compare.result import Verdict
+from canary_action.github.client import GitHubClient
+
+MAX_ANNOTATIONS_PER_REQUEST: Final = 50
+CommentMode = Literal["always", "on-change", "on-failure", "never"]
+Conclusion = Literal["success", "failure", "neutral"]
+_VERDICT_IN_TITLE: Final = re.compile(r"rlhf-canary \*\*(pass|regression|neutral|crashed)\*\*")
+
+
+@dataclass(frozen=True)
+class Annotation:
+    path: str
+    line: int
+    level: Literal["failure", "warning", "notice"]
+    title: str
+    message: str
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "start_line": self.line,
+            "end_line": self.line,
+            "annotation_level": self.level,
+            "title": self.title[:255],
+            "message": self.message[:64000],
+        }
+
+
+@dataclass(frozen=True)
+class Published:
+    id: int
+    url: str | None
+
+
+def check_name(config_name: str) -> str:
+    return f"rlhf-canary ({config_name})"
+
+
+@dataclass
+class Publisher:
+    client: GitHubClient
+    repository: str
+
+    def start_check(self, name: str, head_sha: str, details_url: str | None) -> Published:
+        """The check run shown as running while the canary trains: the existing one on a rerun."""
+        body: dict[str, Any] = {"status": "in_progress", "started_at": _now()}
+        if details_url:
+            body["details_url"] = details_url
+        existing = self._find_check(name, head_sha)
+        if existing is not None:
+            reply = self.client.request(
+                "PATCH", f"/repos/{self.repository}/check-runs/{existing}", body={**body, "name": name}
+            ).body
+        else:
+            reply = self.client.request(
+                "POST", f"/repos/{self.repository}/check-runs", body={**body, "name": name, "head_sha": head_sha}
+            ).body
+        return Published(int(reply["id"]), reply.get("html_url"))
+
+    def finish_check(
+        self,
+        check: Published,
+        conclusion: Conclusion,
+        output: dict[str, str],
+        annotations: Sequence[Annotation] = (),
+    ) -> Published:
+        batches = [
+            annotations[i : i + MAX_ANNOTATIONS_PER_REQUEST]
+            for i in range(0, len(annotations), MAX_ANNOTATIONS_PER_REQUEST)
+        ] or [()]
+        path = f"/repos/{self.repository}/check-runs/{check.id}"
+        first = {"status": "completed", "conclusion": conclusion, "completed_at": _now()}
+        reply: dict[str, Any] = {}
+        for i, batch in enumerate(batches):
+            out: dict[str, Any] = {"title": output["title"], "summary": output["summary"]}
+            if i == 0 and output.get("text"):
+                out["text"] = output["text"]
+            if batch:
+                out["annotations"] = [a.body() for a in batch]
+            reply = self.client.request("PATCH", path, body={**(first if i == 0 else {}), "output": out}).body
+        return Published(check.id, reply.get("html_url") or check.url)
+
+    def upsert_comment(
+        self, pr_number: int, marker: str, body: str, verdict: Verdict, mode: CommentMode
+    ) -> Published | None:
+        """Create or update the sticky comment as `mode` says; None when nothing was written."""
+        if mode == "never":
+            return None
+        existing = self._find_comment(pr_number, marker)
+        if not _wanted(mode, verdict, None if existing is None else _verdict_of(existing.get("body", ""))):
+            return None
+        if existing is not None:
+            reply = self.client.request(
+                "PATCH", f"/repos/{self.repository}/issues/comments/{existing['id']}", body={"body": body}
+            ).body
+        else:
+            reply = self.client.request(
+                "POST", f"/repos/{self.repository}/issues/{pr_number}/comments", body={"body": body}
+            ).body
+        return Published(int(reply["id"]), reply.get("html_url"))
+
+    def _find_check(self, name: str, head_sha: str) -> int | None:
+        runs = self.client.paginate(
+            f"/repos/{self.repository}/commits/{head_sha}/check-runs",
+            "check_runs",
+            params={"check_name": name, "filter": "latest"},
+            limit=100,
+        )
+        ours = [r for r in runs if isinstance(r, dict) and r.get("name") == name and r.get("head_sha") == head_sha]
+        return int(ours[0]["id"]) if ours else None
+
+    def _find_comment(self, pr_number: int, marker: str) -> dict[str, Any] | None:
+        comments = self.client.paginate(f"/repos/{self.repository}/issues/{pr_number}/comments", "", limit=5000)
+        for comment in comments:
+            if not isinstance(comment, dict):
+                continue
+            first_line = str(comment.get("body") or "").split("\n", 1)[0].strip()
+            user = comment.get("user") or {}
+            if first_line == marker and isinstance(user, dict) and user.get("type") == "Bot":
+                return comment
+        return None
+
+
+def conclusion_of(verdict: Verdict, fail_on: Literal["regression", "never"]) -> Conclusion:
+    """success for pass, failure for a regression (neutral with fail-on: never) or a crash, else neutral."""
+    if verdict == "pass":
+        return "success"
+    if verdict == "crashed" or (verdict == "regression" and fail_on == "regression"):
+        return "failure"
+    return "neutral"
+
+
+def _wanted(mode: CommentMode, verdict: Verdict, previous: str | None) -> bool:
+    failing = verdict in ("regression", "crashed")
+    if mode == "always":
+        return True
+    if mode == "on-failure":
+        return failing or previous is not None
+    if previous is None:  # on-change, no comment yet: a first comment only when there is news
+        return verdict != "pass"
+    return previous != verdict
+
+
+def _verdict_of(body: str) -> str:
+    """The verdict an earlier comment showed (its title line); '' when it cannot be read."""
+    found = _VERDICT_IN_TITLE.search(body[:2000])
+    return found.group(1) if found else ""
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
