@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from canary_action.config.load import LoadedConfig
 
 ACTION_REF: Final = "rlhf-canary/rlhf-canary@v1"
-UPLOAD_ARTIFACT: Final = "actions/upload-artifact@ea165f8d65b6e75b540449e92b4886f43607fa02  # v4.6.2"
+UPLOAD_ARTIFACT: Final = "actions/upload-artifact@b7c566a772e6b6bfb58ed0dc250532a479d7789f  # v6.0.0"
 ARTIFACT_PREFIX: Final = "rlhf-canary-"
 RESULT_FILE: Final = "result.json"
 REPORT_FILE: Final = "report.md"
@@ -311,9 +311,9 @@ def report_mode(step: Step) -> int:
     for name in names:
         notes: list[str] = []
         found = runs.find(run, name, notes)
-        if found is None:
-            for note in notes:
-                log.annotate("warning", note, title="rlhf-canary")
+        if found is None:  # expired or oversized: nothing of it was read
+            refused.append(UsageError("; ".join(notes), fix="rerun the canary workflow"))
+            log.annotate("error", "; ".join(notes), title=f"rlhf-canary refused artifact {name}")
             continue
         dest = step.out_dir / "reported" / slug(name)
         try:

@@ -56,7 +56,8 @@ def test_untrusted_text_cannot_issue_workflow_commands() -> None:
     Log(out).untrusted("fine\n::add-mask::x\n::error::forged")
     lines = out.getvalue().splitlines()
     token = lines[0].removeprefix("::stop-commands::")
-    assert len(token) == 32 and lines[-1] == f"::{token}::"
+    assert len(token) == 32
+    assert lines[-1] == f"::{token}::"
     assert lines[1:-1] == ["fine", "::add-mask::x", "::error::forged"]  # inside the switched-off region
 
 
@@ -138,4 +139,5 @@ def test_a_neutral_no_baseline_report_shows_the_snippet_in_a_yaml_block(kind: st
 
 def test_a_snippet_that_could_close_its_fence_is_dropped() -> None:
     out = render(CASES["neutral"](), "comment", Links(baseline_snippet="on:\n```\n<img src=x>"))
-    assert "```yaml" not in out and "<img" not in out
+    assert "```yaml" not in out
+    assert "<img" not in out
