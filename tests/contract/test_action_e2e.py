@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import json
 import random
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +28,7 @@ from canary_action.github.action import main
 from canary_action.metrics.io import write_metrics
 from tests.contract.fake_github import FakeGitHub, make_zip
 from tests.factories import make_metrics
+from tests.report_cases import CASES
 from tests.unit.test_action_parts import parse_outputs
 
 ROOT = Path(__file__).parents[2]
@@ -574,3 +577,64 @@ def test_report_mode_refuses_an_oversized_artifact_without_downloading_it(
     assert writes(fake_github) == []
     assert fake_github.blob_requests == []
     assert "over the cap" in done.log
+
+
+def test_a_scheduled_run_finds_the_default_branch_through_the_api(runner: Runner, fake_github: FakeGitHub) -> None:
+    baselines(fake_github, 1)
+    payload = runner.tmp / "schedule.json"
+    payload.write_text(json.dumps({"schedule": "0 3 * * *", "workflow": ".github/workflows/canary.yml"}))
+
+    done = runner.run("schedule", payload, ref="refs/heads/master", tier="nightly", comment="never")
+
+    assert done.code == 0
+    assert writes(fake_github) == []
+    assert any(r.path == f"/repos/{REPO}" for r in fake_github.requests)  # the payload has no repository
+    assert len(done.result().baselines) == 1
+    assert done.result().tier == "nightly"
+
+
+def test_comment_on_failure_stays_quiet_on_a_pass_but_the_check_is_written(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    baselines(fake_github, 2)
+    done = runner.run("pull_request", "pull_request.opened.json", comment="on-failure")
+    assert done.code == 0
+    assert fake_github.comments.get(2, []) == []
+    assert "comment-url" not in done.outputs
+    assert fake_github.check_runs[0]["conclusion"] == "success"
+
+
+def test_more_than_50_annotations_go_in_batches(fake_github: FakeGitHub) -> None:
+    from canary_action.github.client import GitHubClient
+    from canary_action.github.publish import Annotation, Publisher
+
+    publisher = Publisher(GitHubClient(fake_github.api_url, fake_github.token), REPO)
+    check = publisher.start_check(CHECK, PR_HEAD, None)
+    notes = [Annotation("canary.yaml", i, "warning", f"check {i}", "why") for i in range(1, 121)]
+    publisher.finish_check(check, "failure", {"title": "t", "summary": "s", "text": "x"}, notes)
+    assert len(fake_github.annotations[check.id]) == 120
+    patches = [r for r in fake_github.requests if r.method == "PATCH"]
+    assert [len(r.body["output"].get("annotations", [])) for r in patches] == [50, 50, 20]
+    assert fake_github.check_runs[0]["conclusion"] == "failure"
+
+
+def test_report_mode_imports_no_training_stack(runner: Runner, fake_github: FakeGitHub) -> None:
+    """The report-only action installs the light package on a GitHub-hosted runner: no torch there."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo="octo-fork/Hello-World")
+    result = CASES["passing"]().model_dump(mode="json")
+    run_id = fake_github.add_workflow_run(event="pull_request", branch="changes", head_sha=PR_HEAD)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=make_zip({"result.json": json.dumps(result).encode()}))
+    env = runner.env("workflow_run", _workflow_run_payload(runner.tmp, run_id, PR_HEAD, "octo-fork"), {}, "x")
+    probe = (
+        "import atexit, runpy, sys\n"
+        "atexit.register(lambda: print('heavy:', [m for m in ('torch', 'transformers', 'trl', 'numpy')"
+        " if m in sys.modules], file=sys.stderr))\n"
+        f"runpy.run_path({str(ROOT / 'entrypoint' / 'main.py')!r}, run_name='__main__')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env={**env, "PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "heavy: []" in done.stderr
+    assert len(fake_github.comments[2]) == 1
