@@ -28,6 +28,7 @@ import shutil
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +42,7 @@ from canary_action.github.commands import Log, append_summary, write_outputs
 from canary_action.github.context import PR_EVENTS, EventContext, event_context
 from canary_action.github.inputs import ActionInputs, RunnerEnv, read_inputs, read_runner
 from canary_action.github.publish import Annotation, Published, Publisher, check_name, conclusion_of
-from canary_action.report.escape import slug
+from canary_action.report.escape import one_line, slug
 from canary_action.report.view import Links
 
 if TYPE_CHECKING:
@@ -200,6 +201,10 @@ def main(
     except CanaryError as error:
         log.annotate("error", error.render(), title=error.title)
         return exit_code(error)
+    except Exception:  # a bug: the traceback helps most, and it must not read as a regression (exit 1)
+        log.line(traceback.format_exc())
+        log.annotate("error", "unexpected error (a bug: please report it with the log)", title="rlhf-canary")
+        return 3
     finally:
         if step is not None:
             write_outputs(step.runner.output_path, step.outputs)
@@ -265,7 +270,7 @@ def run_mode(step: Step, trainer: Trainer) -> int:
         baseline_snippet=baseline_snippet(ctx, inputs.config, artifact, inputs.output_dir),
     )
     step.write_result(result, links)
-    log.line(f"rlhf-canary {result.verdict}: {result.reason}")
+    log.line(f"rlhf-canary {result.verdict}: {one_line(result.reason, 500)}")
     log.line(f"results in {step.relative(step.out_dir)}/ (upload them with actions/upload-artifact as {artifact})")
     if target is not None:
         annotations = _annotations(result, inputs.config, loaded.source_text)
@@ -292,6 +297,7 @@ def report_mode(step: Step) -> int:
     target = _verified_pull(step)
     if target is None:
         return 0
+    _clear(step.out_dir, step.runner.workspace, log)
     runs = RunArtifacts(step.client, step.runner.repository)
     listed = step.client.paginate(
         f"/repos/{step.runner.repository}/actions/runs/{ctx.triggering_run_id}/artifacts", "artifacts"
@@ -397,7 +403,8 @@ def _run_target(step: Step) -> Target | None:
 def _verified_pull(step: Step) -> Target | None:
     """The open pull request whose head is the reported run's commit, checked through the API."""
     ctx, repo = step.ctx, step.runner.repository
-    assert ctx.head_sha is not None
+    if ctx.head_sha is None:
+        raise UsageError("the workflow_run payload names no head commit", fix="GITHUB_EVENT_PATH must be the runner's")
     candidates = [n for n in (ctx.pr_number,) if n]
     if not candidates and ctx.head_owner and ctx.head_branch:
         pulls = step.client.paginate(

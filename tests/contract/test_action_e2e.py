@@ -638,3 +638,16 @@ def test_report_mode_imports_no_training_stack(runner: Runner, fake_github: Fake
     assert done.returncode == 0, done.stdout + done.stderr
     assert "heavy: []" in done.stderr
     assert len(fake_github.comments[2]) == 1
+
+
+def test_a_bug_is_exit_3_with_its_traceback_never_1(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+
+    def broken(loaded: Any, output_dir: Path) -> Path:
+        raise KeyError("oops")
+
+    runner.trainer = broken  # type: ignore[assignment]
+    done = runner.run("pull_request", "pull_request.opened.json")
+    assert done.code == 3
+    assert "KeyError: 'oops'" in done.log
+    assert "::error title=rlhf-canary::unexpected error" in done.log
