@@ -144,7 +144,7 @@ class Step:
         annotations: list[Annotation],
     ) -> None:
         from canary_action.report.render import check_output, render
-        from canary_action.report.view import build_view
+        from canary_action.report.view import sticky_marker
 
         publisher = self.publisher()
         try:
@@ -156,7 +156,7 @@ class Step:
         except GitHubError as e:
             self.degrade(e, "complete the check run")
         try:
-            marker = str(build_view(result, links).marker)
+            marker = sticky_marker(result.current.config_name)
             body = render(result, "comment", links)
             comment = publisher.upsert_comment(target.pr_number, marker, body, result.verdict, self.inputs.comment)
             if comment is not None:
@@ -344,8 +344,6 @@ def report_mode(step: Step) -> int:
         log.untrusted(f"{name}: {result.verdict}: {result.reason}")
         step.publish(result, links, target, None, [])
         worst = result.verdict if worst is None or _SEVERITY[result.verdict] > _SEVERITY[worst] else worst
-    if refused and worst is None:
-        return 2
     step.outputs["verdict"] = worst or ""
     code = step.exit_code(worst)
     return code or (2 if refused else 0)

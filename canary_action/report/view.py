@@ -114,6 +114,11 @@ class ReportView:
         )
 
 
+def sticky_marker(config_name: str) -> str:
+    """The sticky comment's first line: hidden, one per config, and no config name can close it early."""
+    return f"<!-- rlhf-canary:sticky:{slug(config_name)} -->"
+
+
 def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
     links = links or Links()
     failed = sum(1 for c in result.checks if c.status == "fail")
@@ -125,7 +130,7 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
     chart_list = [c for c in (_chart(curve) for curve in result.curves) if c is not None]
     header, rows = _step_detail(result.curves)
     return ReportView(
-        marker=Md(f"<!-- rlhf-canary:sticky:{slug(result.current.config_name)} -->"),
+        marker=Md(sticky_marker(result.current.config_name)),
         title=Md(f"{VERDICT_ICONS[result.verdict]} rlhf-canary **{result.verdict}** — `{_code(config_name)}`"),
         reason=text(result.reason, 400),
         counts=Md(f"{failed} failed · {warned} warned · {passed} passed · {others} not judged"),
