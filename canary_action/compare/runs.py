@@ -69,6 +69,8 @@ class RunData:
     profiler: ProfilerSummary | None = None
     profiler_steps: int | None = None
     """How many steps the profiler window covered (op times are divided by it)."""
+    measurement_warnings: list[str] = field(default_factory=list)
+    """Why this run's figures may be less trustworthy (a throttled or shared GPU)."""
 
     @property
     def tokens_per_step(self) -> float | None:
@@ -148,6 +150,7 @@ def from_metrics(metrics: Metrics, source: str) -> RunData:
         step_times=times,
         data_wait=_col(series, schema.DATA_WAIT_S, n),
         generation=_col(series, schema.GENERATION_S, n),
+        measurement_warnings=list(metrics.measurement_warnings),
         profiler=window,
         profiler_steps=(window.end_step - window.start_step + 1) if window else None,
     )

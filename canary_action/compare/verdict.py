@@ -57,7 +57,7 @@ def compare(
         current.profiler_steps,
     )
     verdict, reason = _verdict(current, baselines, checks, describe(perf.differences))
-    all_notes = list(notes)
+    all_notes = [f"measurement quality: {w}" for w in current.measurement_warnings] + list(notes)
     if any(b.format == "rlhf-canary-0.1" for b in baselines):
         all_notes.append("an rlhf-canary 0.1 baseline has no per-step samples or fingerprints: see docs/baselines.md")
     return CompareResult(

@@ -239,16 +239,16 @@ def run_mode(step: Step, trainer: Trainer) -> int:
             if e.forbidden:
                 target = None  # a read-only token: measure and write, publish nothing
 
-    crash: TrainingError | None = None
+    crash: CanaryError | None = None
     try:
-        metrics_path: Path | None = trainer(loaded, step.out_dir)
-    except TrainingError as e:
-        crash, metrics_path = e, e.metrics_path if e.metrics_path and e.metrics_path.is_file() else None
-    if metrics_path is None:
-        assert crash is not None
-        if target is not None and check is not None:
-            _report_unmeasured(step, check, crash)
-        raise crash
+        metrics_path = trainer(loaded, step.out_dir)
+    except CanaryError as e:  # a crash, or what preflight refused (no GPU for a cuda config)
+        written = e.metrics_path if isinstance(e, TrainingError) else None
+        if written is None or not written.is_file():
+            if check is not None:
+                _report_unmeasured(step, check, e)
+            raise
+        crash, metrics_path = e, written  # a crash mid-run: what was measured is still compared
     step.outputs["metrics-path"] = step.relative(metrics_path)
 
     fetched = _baselines(step, artifact, Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-")))
@@ -474,7 +474,7 @@ def _clear(out_dir: Path, workspace: Path, log: Log) -> None:
     shutil.rmtree(out_dir)
 
 
-def _report_unmeasured(step: Step, check: Published, crash: TrainingError) -> None:
+def _report_unmeasured(step: Step, check: Published, crash: CanaryError) -> None:
     """The run died before writing metrics: the check still completes, as a failure that says why."""
     from canary_action.report.escape import text
 

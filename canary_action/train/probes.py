@@ -14,6 +14,7 @@ import psutil
 import torch
 
 from canary_action.metrics import schema as m
+from canary_action.train.gpu_health import gpu_health
 
 _MIB = 1024 * 1024
 
@@ -29,6 +30,14 @@ class DeviceProbe:
             self.warnings.append(
                 "GPU utilisation not measured: NVML (nvidia-ml-py or the driver library) is unavailable"
             )
+
+    def health(self) -> list[str]:
+        """Throttling, ECC errors, other processes on this GPU (gpu_health.py); [] off CUDA or without NVML."""
+        if self._nvml_handle is None:
+            return []
+        import pynvml
+
+        return gpu_health(pynvml, self._nvml_handle, own_contexts=1 if torch.cuda.is_initialized() else 0)  # type: ignore[no-untyped-call]
 
     def synchronize(self) -> None:
         if self.cuda:

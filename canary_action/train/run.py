@@ -100,7 +100,7 @@ class _Run:
             self.placement = placement = resolve_placement(config)
             self.notices += placement.notices
             probe = DeviceProbe(placement.device)
-            self.warnings += probe.warnings
+            self.warnings += probe.warnings + [f"before training: {w}" for w in probe.health()]
         counters = StepCounters()
         callbacks: list[Any] = [
             MetricsCallback(
@@ -127,6 +127,7 @@ class _Run:
             self.workload = _workload(trainer, setup, placement)
         with stage("train"), contextlib.suppress(TrainingStopped):
             trainer.train()
+        self.warnings += [f"after training: {w}" for w in probe.health()]  # thermal throttling shows under load
         if self.record.stop_reason is not None:
             self.status = m.Status(state="stopped_early", reason=self.record.stop_reason, step=self.record.stop_step)
         elif self.record.num_steps < config.max_steps:

@@ -651,3 +651,24 @@ def test_a_bug_is_exit_3_with_its_traceback_never_1(runner: Runner, fake_github:
     assert done.code == 3
     assert "KeyError: 'oops'" in done.log
     assert "::error title=rlhf-canary::unexpected error" in done.log
+
+
+def test_a_cuda_config_without_a_visible_gpu_fails_fast_with_the_runtime_fix(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    """The real trainer's preflight (this machine has no GPU): the check run started for it is completed."""
+    from canary_action.github.action import train
+
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    config = yaml.safe_load((runner.workspace / "canary.yaml").read_text())
+    (runner.workspace / "canary.yaml").write_text(yaml.safe_dump({**config, "device": "cuda"}))
+    runner.trainer = train  # type: ignore[assignment]
+
+    done = runner.run("pull_request", "pull_request.opened.json")
+
+    assert done.code == 2
+    assert "sees no CUDA GPU" in done.log
+    assert "nvidia-ctk runtime configure --runtime=docker --set-as-default" in done.log
+    [check] = fake_github.check_runs
+    assert (check["status"], check["conclusion"]) == ("completed", "failure")
+    assert "sees no CUDA GPU" in check["output"]["summary"]
