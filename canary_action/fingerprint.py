@@ -30,6 +30,10 @@ PACKAGES: Final = (
     "tokenizers",
     "bitsandbytes",
 )
+# The runner image's Dockerfile sets the first two; an image cannot know its own digest (that is only known after
+# the push), so a workflow that pins the image by digest can pass it in the third.
+IMAGE_VAR: Final = "CANARY_IMAGE"
+IMAGE_REVISION_VAR: Final = "CANARY_IMAGE_REVISION"
 IMAGE_DIGEST_VAR: Final = "CANARY_IMAGE_DIGEST"
 _GIT_TIMEOUT_S: Final = 5.0  # a healthy `git status` takes milliseconds; a hung network filesystem must not hang us
 
@@ -43,6 +47,8 @@ def collect_environment() -> EnvFingerprint:
         "cpu_count": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "canary": canary_action.__version__,
         **{name: _installed_version(name) for name in PACKAGES},
+        "container_image": os.environ.get(IMAGE_VAR) or None,
+        "container_image_revision": os.environ.get(IMAGE_REVISION_VAR) or None,
         "container_image_digest": os.environ.get(IMAGE_DIGEST_VAR) or None,
     }
     if fields["torch"] is not None:

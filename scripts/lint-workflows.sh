@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Lint the example workflows (docs/examples/*.yml), the repository's own workflows (.github/workflows/, when
-# there are any) and action.yml, with the tools the venv's `dev` extra pins:
+# there are any), action.yml and the runner image's Dockerfile, with the tools the venv's `dev` extra pins:
 #   actionlint        workflow syntax, expressions, and every `run:` script through shellcheck
 #   zizmor --offline  security audits (pwn requests, template injection, permissions, unpinned actions)
 #   check-jsonschema  GitHub's published schemas for workflows and for action.yml
+#   hadolint          the Dockerfile (its RUN scripts through shellcheck too); inline ignores there say why
 # Every tool runs even when an earlier one failed; the exit status is non-zero if any reported anything.
 #
 # usage: scripts/lint-workflows.sh [WORKFLOW.yml ...]
-#   With files, lints those instead of the examples and .github/workflows (action.yml is always checked).
+#   With files, lints those instead of the examples and .github/workflows (action.yml and the Dockerfile are
+#   always checked).
 #   LINT_BIN: the folder holding the tools (default: .venv/bin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bin="${LINT_BIN:-.venv/bin}"
-for tool in actionlint shellcheck zizmor check-jsonschema; do
+for tool in actionlint shellcheck zizmor check-jsonschema hadolint; do
     if [[ ! -x "${bin}/${tool}" ]]; then
         echo "lint-workflows: ${bin}/${tool} is missing: pip install -c requirements/ci-constraints.txt -e '.[dev]'" >&2
         exit 2
@@ -65,6 +67,9 @@ echo "-- check-jsonschema: workflows and action.yml against GitHub's schemas"
 # The report-only composite action runs steps of its own: zizmor audits it like a workflow.
 echo "-- zizmor --offline on report/action.yml"
 "${zizmor[@]}" --persona pedantic report/action.yml || status=1
+
+echo "-- hadolint Dockerfile"
+"${bin}/hadolint" --no-color Dockerfile || status=1
 
 if ((status != 0)); then
     echo "lint-workflows: findings above" >&2

@@ -20,7 +20,14 @@ LIBRARY_FIELDS: Final = (
     "bitsandbytes", "nccl",
 )  # fmt: skip
 HARDWARE_FIELDS: Final = ("gpu", "gpu_count", "gpu_driver", "cpu_model", "cpu_count")
-OTHER_FIELDS: Final = ("python", "container_image_digest", "canary", "platform")
+OTHER_FIELDS: Final = (
+    "python",
+    "container_image",
+    "container_image_revision",
+    "container_image_digest",
+    "canary",
+    "platform",
+)
 
 # Config keys that never change what a run measures: names, paths and the wall-clock limit (a run that hits it
 # stops early, and run_status reports that). A changed key here is no explanation for anything.

@@ -39,6 +39,8 @@ ENV_RULES: Final[dict[str, tuple[tuple[SuspectCategory, float, frozenset[str]], 
     "cpu_count": (("dataloader", 0.3, PERF),),
     "python": (("dependency", 0.2, ANY),),
     "canary": (("dependency", 0.2, ANY),),
+    "container_image": (("dependency", 0.1, ANY),),
+    "container_image_revision": (("dependency", 0.1, ANY),),
     "container_image_digest": (("dependency", 0.1, ANY),),
 }
 ENV_SUMMARIES: Final[dict[SuspectCategory, str]] = {

@@ -77,7 +77,15 @@ class EnvFingerprint(Record):
     gpu_driver: str | None = None
     gpu_count: int = 0
     gpus: list[GPUInfo] = Field(default_factory=list)
-    container_image_digest: str | None = Field(None, description="From CANARY_IMAGE_DIGEST, set by the runner image.")
+    container_image: str | None = Field(
+        None, description="From CANARY_IMAGE, set by the runner image: its reference, ghcr.io/…:<version>."
+    )
+    container_image_revision: str | None = Field(
+        None, description="From CANARY_IMAGE_REVISION, set by the runner image: the commit it was built from."
+    )
+    container_image_digest: str | None = Field(
+        None, description="From CANARY_IMAGE_DIGEST: known only after the push, so the workflow sets it."
+    )
     fingerprint_hash: str = Field(description="sha256 over the fields above: equal hashes, equal environments.")
 
 

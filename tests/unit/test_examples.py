@@ -364,7 +364,9 @@ def canary_steps(path: Path) -> list[dict[str, Any]]:
 # --- the lint script -----------------------------------------------------------------------------------------
 
 needs_linters = pytest.mark.skipif(
-    not all((LINT_BIN / tool).exists() for tool in ("actionlint", "shellcheck", "zizmor", "check-jsonschema")),
+    not all(
+        (LINT_BIN / tool).exists() for tool in ("actionlint", "shellcheck", "zizmor", "check-jsonschema", "hadolint")
+    ),
     reason="the workflow linters are not installed in this environment (the dev extra has them)",
 )
 

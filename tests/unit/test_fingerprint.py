@@ -54,13 +54,23 @@ def test_no_gpu_facts_without_cuda() -> None:
 
 
 def test_the_hash_follows_every_field(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(fingerprint.IMAGE_DIGEST_VAR, raising=False)
+    image_vars = (fingerprint.IMAGE_VAR, fingerprint.IMAGE_REVISION_VAR, fingerprint.IMAGE_DIGEST_VAR)
+    for name in image_vars:
+        monkeypatch.delenv(name, raising=False)
     plain = collect_environment()
-    assert plain.container_image_digest is None
+    assert (plain.container_image, plain.container_image_revision, plain.container_image_digest) == (None,) * 3
+    monkeypatch.setenv(fingerprint.IMAGE_VAR, "ghcr.io/rlhf-canary/rlhf-canary:0.1.0")
+    tagged = collect_environment()
+    assert tagged.container_image == "ghcr.io/rlhf-canary/rlhf-canary:0.1.0"
+    assert tagged.fingerprint_hash != plain.fingerprint_hash
+    monkeypatch.setenv(fingerprint.IMAGE_REVISION_VAR, "f" * 40)
+    built = collect_environment()
+    assert built.container_image_revision == "f" * 40
+    assert built.fingerprint_hash != tagged.fingerprint_hash
     monkeypatch.setenv(fingerprint.IMAGE_DIGEST_VAR, "sha256:" + "ab" * 32)
     pinned = collect_environment()
     assert pinned.container_image_digest == "sha256:" + "ab" * 32
-    assert pinned.fingerprint_hash != plain.fingerprint_hash
+    assert pinned.fingerprint_hash != built.fingerprint_hash
     assert collect_environment().fingerprint_hash == pinned.fingerprint_hash  # deterministic
     assert fingerprint_hash(pinned.model_copy(update={"cuda": "12.8"})) != pinned.fingerprint_hash
 
