@@ -23,6 +23,7 @@ GitHub failing. A missing permission (403/404 on publishing) is a warning that n
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import sys
@@ -208,6 +209,7 @@ def main(
     finally:
         if step is not None:
             write_outputs(step.runner.output_path, step.outputs)
+            _hand_back(step.out_dir, step.runner.workspace)
 
 
 def run_mode(step: Step, trainer: Trainer) -> int:
@@ -472,6 +474,18 @@ def _clear(out_dir: Path, workspace: Path, log: Log) -> None:
         )
     log.line(f"clearing {out_dir} (files of an earlier run)")
     shutil.rmtree(out_dir)
+
+
+def _hand_back(out_dir: Path, workspace: Path) -> None:
+    """A Docker action runs as root: give the output-dir to the workspace's owner, or the runner's user cannot
+    clean it at the next checkout ("Permission denied" on a runner that stays registered)."""
+    if os.geteuid() != 0 or not out_dir.is_dir() or not workspace.is_dir():
+        return
+    owner = workspace.stat()
+    if owner.st_uid == 0:
+        return
+    for path in [out_dir, *out_dir.rglob("*")]:
+        os.chown(path, owner.st_uid, owner.st_gid, follow_symlinks=False)
 
 
 def _report_unmeasured(step: Step, check: Published, crash: CanaryError) -> None:

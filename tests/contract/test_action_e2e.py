@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import random
 import subprocess
 import sys
@@ -672,3 +673,13 @@ def test_a_cuda_config_without_a_visible_gpu_fails_fast_with_the_runtime_fix(
     [check] = fake_github.check_runs
     assert (check["status"], check["conclusion"]) == ("completed", "failure")
     assert "sees no CUDA GPU" in check["output"]["summary"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give files away (the action runs as root)")
+def test_the_output_dir_is_handed_back_to_the_workspace_owner(runner: Runner, fake_github: FakeGitHub) -> None:
+    os.chown(runner.workspace, 4321, 4321)
+    done = runner.run("pull_request", "pull_request.fork.json")
+    assert done.code == 0
+    out = runner.workspace / "canary-output"
+    owners = {(p.stat().st_uid, p.stat().st_gid) for p in [out, *out.rglob("*")]}
+    assert owners == {(4321, 4321)}
