@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -187,6 +188,9 @@ def main(
 
     log = Log(out or sys.stdout)
     step: Step | None = None
+    # A cancelled job's container gets SIGTERM (then SIGKILL after a grace period): as an interrupt, the run
+    # still writes what it measured (train/run.py catches it) and the outputs below are still written.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         inputs, notices = read_inputs(env)
         token = inputs.github_token.get_secret_value() if inputs.github_token else None
@@ -206,10 +210,18 @@ def main(
         log.line(traceback.format_exc())
         log.annotate("error", "unexpected error (a bug: please report it with the log)", title="rlhf-canary")
         return 3
+    except KeyboardInterrupt:
+        log.annotate("error", "cancelled (SIGTERM or Ctrl-C): what was measured so far is written", title="rlhf-canary")
+        return 130
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if step is not None:
             write_outputs(step.runner.output_path, step.outputs)
             _hand_back(step.out_dir, step.runner.workspace)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def run_mode(step: Step, trainer: Trainer) -> int:

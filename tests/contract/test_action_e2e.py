@@ -12,6 +12,7 @@ import io
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -683,3 +684,21 @@ def test_the_output_dir_is_handed_back_to_the_workspace_owner(runner: Runner, fa
     out = runner.workspace / "canary-output"
     owners = {(p.stat().st_uid, p.stat().st_gid) for p in [out, *out.rglob("*")]}
     assert owners == {(4321, 4321)}
+
+
+def test_a_cancelled_job_still_writes_its_outputs(runner: Runner, fake_github: FakeGitHub) -> None:
+    """The runner stops a cancelled job's container with SIGTERM: an interrupt, not a silent death."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+
+    def cancelled(loaded: Any, output_dir: Path) -> Path:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the signal arrives before this ends
+        raise AssertionError("not interrupted")
+
+    runner.trainer = cancelled  # type: ignore[assignment]
+    before = signal.getsignal(signal.SIGTERM)
+    done = runner.run("pull_request", "pull_request.opened.json")
+    assert done.code == 130
+    assert "::error title=rlhf-canary::cancelled" in done.log
+    assert done.outputs["artifact-name"] == ARTIFACT
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is the action's only while it runs
