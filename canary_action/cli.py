@@ -28,7 +28,7 @@ from canary_action.errors import (
     TrainingError,
     UsageError,
 )
-from canary_action.metrics.schema import Metrics
+from canary_action.metrics.schema import Distributed, Metrics
 
 if TYPE_CHECKING:
     from canary_action.report.render import Kind  # jinja2 only for the commands that render
@@ -293,6 +293,7 @@ def _run_report(metrics: Metrics, path: Path) -> str:
         )
     if s is not None and s.host_rss_peak_mib is not None:
         lines.append(f"  host RSS peak   {s.host_rss_peak_mib:,.0f} MiB")
+    lines += _ranks_report(metrics.distributed)
     lines.append(
         f"  non-finite      {metrics.stability.num_nan_steps} NaN steps, {metrics.stability.num_inf_steps} Inf steps"
     )
@@ -300,3 +301,18 @@ def _run_report(metrics: Metrics, path: Path) -> str:
         lines.append(f"  loss            final {s.final_loss:.4f}, tail mean {s.tail_mean_loss or 0:.4f}")
     lines.append(f"  metrics         {path}")
     return "\n".join(lines)
+
+
+def _ranks_report(dist: Distributed | None) -> list[str]:
+    """World size, then per rank: compute and communication medians (the straggler has the largest compute)."""
+    if dist is None:
+        return []
+    head = f"  processes       {dist.world_size} ({dist.strategy}, {dist.backend or '-'})"
+    if dist.slowest_rank is not None and dist.rank_imbalance_pct is not None:
+        head += f", slowest rank {dist.slowest_rank} (+{dist.rank_imbalance_pct:.1f} % compute)"
+    lines = [head]
+    for rank in dist.ranks:
+        compute = f"{rank.compute_median_s:.4f} s" if rank.compute_median_s is not None else "-"
+        comm = f"{rank.comm_median_s:.4f} s" if rank.comm_median_s is not None else "not measured"
+        lines.append(f"  rank {rank.rank:<10} compute {compute}, communication {comm} (medians per step)")
+    return lines

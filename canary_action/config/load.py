@@ -135,6 +135,13 @@ def _build(data: object, *, source: str, overrides: Sequence[str], path: Path | 
             elsewhere=_elsewhere(family),
         )
         raise ConfigError(f"{source}: {_count(errors)}", errors=errors, fix=_FIX) from None
+    if config.distributed is not None and config.num_processes == 1:
+        # A notice, not an error: DDP over one process is no DDP at all, so nothing is measured differently,
+        # and `--set num_processes=1` must run a multi-process config on one GPU. (fsdp and deepspeed would
+        # change what one process does: the schema refuses them with one process.)
+        notices.append(
+            "distributed is ignored with num_processes 1: one process runs without a launcher and without DDP"
+        )
     return LoadedConfig(config=config, notices=notices, path=path, source_text=text)
 
 

@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel
 
 from canary_action.config import messages
-from canary_action.config.schema import FAMILIES, CommonConfig, ProfilerConfig
+from canary_action.config.schema import FAMILIES, CommonConfig, DistributedConfig, ProfilerConfig
 from canary_action.config.thresholds import TIER_STEPS, TIERS, Tier
 from canary_action.errors import ConfigError
 
@@ -31,6 +31,7 @@ _SECTIONS: Final = (
     ("data", ("dataset_name", "dataset_split", "dataset_size", "max_length", "max_prompt_length")),
     ("optimisation", ("max_steps", "batch_size", "gradient_accumulation_steps", "learning_rate",
                       "warmup_steps", "seed")),
+    ("processes", ("num_processes",)),
     ("measurement", ("metrics_warmup_steps", "timeout_minutes", "output_dir", "profiler")),
 )  # fmt: skip
 #: Public datasets in the shape each family trains on.
@@ -84,7 +85,7 @@ def _sample(training_type: str, tier: Tier) -> str:
         "Written by `canary init-config`; each comment is the key's documentation. Keys left out take their "
         "defaults; unknown keys are errors."
     )
-    sections = [*_SECTIONS[:4], (training_type, own_keys), _SECTIONS[4]]
+    sections = [*_SECTIONS[:5], (training_type, own_keys), _SECTIONS[5]]
     for title, keys in sections:
         shown = [key for key in keys if values.get(key) is not None]
         if not shown:
@@ -92,6 +93,9 @@ def _sample(training_type: str, tier: Tier) -> str:
         out += ["", f"# --- {title} ---"]
         for key in shown:
             out += _entry(family, key, values[key], note=_NOTES.get((training_type, key)))
+    out += ["", *_comment(_description(family, "distributed") + " Its keys and defaults:"), "# distributed:"]
+    for key, value in DistributedConfig().model_dump().items():
+        out += [f"# {line}" for line in _entry(DistributedConfig, key, value, note=None, indent="  ")]
     out += [
         "",
         *_comment(_description(family, "thresholds") + " Merged over the tier chosen at compare time."),

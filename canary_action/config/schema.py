@@ -18,6 +18,10 @@ TrainingType = Literal["sft", "dpo", "grpo", "rloo", "ppo", "custom"]
 Dtype = Literal["auto", "fp32", "bf16", "fp16"]
 Device = Literal["auto", "cuda", "cpu"]
 AttnImplementation = Literal["eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention"]
+Strategy = Literal["ddp", "fsdp", "deepspeed"]
+Backend = Literal["nccl", "gloo"]
+FsdpShardingStrategy = Literal["FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"]
+FsdpAutoWrapPolicy = Literal["TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"]
 DpoLossType = Literal[
     "sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot", "aot_pair",
     "apo_zero", "apo_down", "discopop", "sft",
@@ -53,6 +57,65 @@ class FaultInjection(StrictModel):
     nan_loss_at_step: int | None = Field(None, ge=1, description="Multiply the loss by NaN at this optimizer step.")
     crash_at_step: int | None = Field(None, ge=1, description="Raise an exception during this optimizer step.")
     sleep_s_per_step: float = Field(0.0, ge=0, description="Sleep this long inside every step (a planted slowdown).")
+    slow_rank: int | None = Field(
+        None,
+        ge=0,
+        description="Multi-process runs: this rank sleeps slow_rank_sleep_s inside every step (a planted straggler; "
+        "the other ranks wait for it in the gradient all-reduce).",
+    )
+    slow_rank_sleep_s: float = Field(0.05, ge=0, description="The planted straggler's sleep per step, in seconds.")
+
+
+#: Settings that belong to one strategy only: set under another, they would be silently ignored.
+_STRATEGY_KEYS: Final[dict[str, tuple[str, ...]]] = {
+    "ddp": ("find_unused_parameters", "bucket_cap_mb"),
+    "fsdp": ("fsdp_sharding_strategy", "fsdp_auto_wrap_policy"),
+    "deepspeed": ("zero_stage", "offload_optimizer"),
+}
+
+
+class DistributedConfig(StrictModel):
+    """How num_processes > 1 processes share the work (accelerate's launcher starts them)."""
+
+    strategy: Strategy = Field(
+        "ddp", description="ddp (replicated model, gradients all-reduced), fsdp or deepspeed (sharded; GPUs only)."
+    )
+    backend: Backend | None = Field(
+        None, description="torch.distributed backend; default: nccl on GPUs, gloo on the CPU."
+    )
+    find_unused_parameters: bool = Field(
+        False, description="ddp: search the graph for parameters without gradients every step (slower)."
+    )
+    bucket_cap_mb: int | None = Field(
+        None, ge=1, description="ddp: gradient bucket size in MiB for the all-reduce; default: torch's (25)."
+    )
+    fsdp_sharding_strategy: FsdpShardingStrategy = Field(
+        "FULL_SHARD", description="fsdp: what is sharded (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD)."
+    )
+    fsdp_auto_wrap_policy: FsdpAutoWrapPolicy = Field(
+        "TRANSFORMER_BASED_WRAP",
+        description="fsdp: how modules are wrapped (TRANSFORMER_BASED_WRAP: each decoder layer; SIZE_BASED_WRAP; "
+        "NO_WRAP).",
+    )
+    zero_stage: Literal[0, 1, 2, 3] = Field(2, description="deepspeed: ZeRO stage (0-3).")
+    offload_optimizer: bool = Field(False, description="deepspeed: keep optimizer states in CPU memory (ZeRO-Offload).")
+
+    @model_validator(mode="after")
+    def _settings_of_this_strategy(self) -> DistributedConfig:
+        # Away from its default only: a resolved config (metrics.json's `config`) lists every key and must load.
+        foreign = [
+            key
+            for strategy, keys in _STRATEGY_KEYS.items()
+            if strategy != self.strategy
+            for key in keys
+            if getattr(self, key) != type(self).model_fields[key].default
+        ]
+        if foreign:
+            raise ValueError(
+                f"{', '.join(foreign)} {'does' if len(foreign) == 1 else 'do'} not apply to strategy "
+                f"{self.strategy}: remove {'it' if len(foreign) == 1 else 'them'} or change the strategy"
+            )
+        return self
 
 
 class CommonConfig(StrictModel):
@@ -122,6 +185,15 @@ class CommonConfig(StrictModel):
     output_dir: str = Field(
         "./canary_output", description="Where runs are written: <output_dir>/<run_id>/metrics.json."
     )
+    # processes
+    num_processes: int = Field(
+        1,
+        ge=1,
+        description="Processes (one per GPU; on the CPU, gloo) launched through accelerate; 1: no launcher.",
+    )
+    distributed: DistributedConfig | None = Field(
+        None, description="Multi-process settings (strategy, backend); default with num_processes > 1: ddp."
+    )
     # measurement
     metrics_warmup_steps: int | Literal["auto"] = Field(
         "auto",
@@ -167,6 +239,7 @@ class CommonConfig(StrictModel):
             raise ValueError(
                 f"max_prompt_length ({self.max_prompt_length}) must be below max_length ({self.max_length})"
             )
+        self._check_processes()
         builtin = catalog.split(self.dataset_name)
         if builtin is not None and catalog.DATASETS[builtin] not in self.accepted_dataset_kinds():
             raise ValueError(
@@ -174,6 +247,30 @@ class CommonConfig(StrictModel):
                 + " or ".join(self.accepted_dataset_kinds())
             )
         return self
+
+    def _check_processes(self) -> None:
+        slow_rank = self.fault_injection.slow_rank if self.fault_injection else None
+        if slow_rank is not None and self.num_processes == 1:
+            raise ValueError(
+                "fault_injection.slow_rank plants a straggler among several processes: set num_processes >= 2 "
+                "(fault_injection.sleep_s_per_step slows a single process)"
+            )
+        if slow_rank is not None and slow_rank >= self.num_processes:
+            raise ValueError(
+                f"fault_injection.slow_rank {slow_rank} does not exist: ranks are 0..{self.num_processes - 1}"
+            )
+        strategy = self.distributed.strategy if self.distributed else "ddp"
+        # One process never wraps the model: a sharded strategy would go unmeasured while its name says otherwise.
+        # (distributed.strategy ddp with one process changes nothing: the loader says so in a notice.)
+        if strategy != "ddp" and self.num_processes == 1:
+            raise ValueError(
+                f"distributed.strategy {strategy} needs num_processes >= 2: one process runs without a launcher "
+                "and would not shard anything"
+            )
+        if self.device == "cpu" and strategy != "ddp":
+            raise ValueError(f"distributed.strategy {strategy} runs on GPUs only: use ddp on the CPU (gloo)")
+        if self.device == "cpu" and self.distributed and self.distributed.backend == "nccl":
+            raise ValueError("distributed.backend nccl needs GPUs: use gloo (or leave it unset) on the CPU")
 
     def accepted_dataset_kinds(self) -> tuple[catalog.DatasetKind, ...]:
         """Data shapes this family can train on; custom trainers bring their own data, so all."""

@@ -30,6 +30,8 @@ HOST_RSS_MIB = "memory/host_rss_mib"
 GPU_UTILIZATION_PCT = "gpu/utilization_pct"
 IN_PROFILER_WINDOW = "perf/in_profiler_window"
 ALGO_PREFIX = "algo/"
+#: Per-rank columns of a multi-process run: f"{RANK_PREFIX}{rank}/compute_s" and f"{RANK_PREFIX}{rank}/comm_s".
+RANK_PREFIX = "dist/rank"
 
 
 class Record(BaseModel):
@@ -174,6 +176,45 @@ class ProfilerSummary(Record):
     top_ops: list[ProfiledOp]
 
 
+class RankSummary(Record):
+    """One process of a multi-process run, over the steady-state steps."""
+
+    rank: int
+    step_time_median_s: float | None = Field(None, description="Median wall time of an optimizer step on this rank.")
+    compute_median_s: float | None = Field(
+        None, description="Median step time minus the time spent in gradient collectives: the rank's own work."
+    )
+    comm_median_s: float | None = Field(
+        None,
+        description="Median time per step in gradient collectives (all-reduce, timed by a DDP communication hook, "
+        "waiting for slower ranks included); None where not measured (FSDP, DeepSpeed).",
+    )
+    peak_allocated_mib: float | None = None
+    host_rss_peak_mib: float | None = None
+
+
+class Distributed(Record):
+    """A run over several processes (accelerate's launcher): who was slow, and how long the collectives took.
+
+    Derived by `metrics/merge.py` from each rank's own series over the run summary's steady steps. "The median
+    rank" is a rank: the lower median of the ranks' compute medians when their number is even, so with two
+    ranks the imbalance is the slow rank against the other one. Per-step figures are in the series columns
+    f"{RANK_PREFIX}<k>/compute_s" and f"{RANK_PREFIX}<k>/comm_s" (None where not measured).
+    """
+
+    world_size: int = Field(ge=1)
+    strategy: Literal["ddp", "fsdp", "deepspeed"]
+    backend: str | None = Field(None, description="torch.distributed backend: nccl on GPUs, gloo on CPUs.")
+    ranks: list[RankSummary]
+    slowest_rank: int | None = Field(None, description="The rank with the largest median compute time.")
+    rank_imbalance_pct: float | None = Field(
+        None, description="(slowest rank's compute - the median rank's compute) / the median rank's, in %."
+    )
+    comm_share: float | None = Field(
+        None, description="Median over ranks of comm_median_s / step_time_median_s: the step's share in collectives."
+    )
+
+
 class Status(Record):
     state: Literal["completed", "stopped_early", "failed"]
     reason: str | None = Field(None, description="stopped_early: non_finite | timeout | trainer; failed: the error.")
@@ -193,6 +234,7 @@ class Metrics(Record):
     summary: Summary | None
     stability: Stability
     profiler: ProfilerSummary | None = None
+    distributed: Distributed | None = Field(None, description="Multi-process runs only (num_processes > 1).")
     status: Status
     notices: list[str] = Field(default_factory=list, description="Config overrides and ignored keys, said aloud.")
     measurement_warnings: list[str] = Field(

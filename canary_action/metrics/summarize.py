@@ -74,7 +74,6 @@ def summarize(series: Mapping[str, Column], *, warmup: int | Literal["auto"], pr
     too). A step time or count that is missing, non-finite or negative is no measurement and is left out.
     """
     n = _num_rows(series)
-    steps = [_step_at(i, series.get(schema.STEP)) for i in range(n)]
     durations = [_nonneg(v) for v in _column(series, schema.STEP_TIME_S, n)]
     if warmup == "auto":
         timed = [(i, t) for i, t in enumerate(durations) if t is not None]
@@ -85,9 +84,7 @@ def summarize(series: Mapping[str, Column], *, warmup: int | Literal["auto"], pr
         raise ValueError(f"warmup must be >= 0 or 'auto', got {warmup}")
     else:
         warm = min(warmup, n)
-    flagged = _column(series, schema.IN_PROFILER_WINDOW, n)
-    profiled = [(profiler_steps is not None and steps[i] in profiler_steps) or _nonzero(flagged[i]) for i in range(n)]
-    steady = [i for i in range(warm, n) if not profiled[i]]
+    steady = steady_rows(series, warmup_steps=warm, profiler_steps=profiler_steps)
     loss = _column(series, schema.LOSS, n)
     losses = [v for v in loss if v is not None and math.isfinite(v)]
     tail = [v for v in loss[-max(5, math.ceil(0.1 * n)) :] if v is not None and math.isfinite(v)]
@@ -111,6 +108,16 @@ def summarize(series: Mapping[str, Column], *, warmup: int | Literal["auto"], pr
         final_loss=losses[-1] if losses else None,
         tail_mean_loss=float(statistics.mean(tail)) if tail else None,  # exact sum: no overflow
     )
+
+
+def steady_rows(series: Mapping[str, Column], *, warmup_steps: int, profiler_steps: range | None) -> list[int]:
+    """Indices of the steady rows: after the first `warmup_steps` rows (a Summary's `warmup_steps`), outside
+    the profiler window (by step number, or flagged in `perf/in_profiler_window`)."""
+    n = _num_rows(series)
+    steps = [_step_at(i, series.get(schema.STEP)) for i in range(n)]
+    flagged = _column(series, schema.IN_PROFILER_WINDOW, n)
+    profiled = [(profiler_steps is not None and steps[i] in profiler_steps) or _nonzero(flagged[i]) for i in range(n)]
+    return [i for i in range(warmup_steps, n) if not profiled[i]]
 
 
 def find_divergence(losses: Column, steps: Column | None = None) -> int | None:

@@ -2,7 +2,8 @@
 
 - `get_batch_samples`: time spent waiting for batches (the data pipeline's share of a step);
 - `compute_loss`: the batch actually fed to the model, to count its non-padding tokens (measured, never
-  derived from the config), and the place where planted faults (fault_injection) act on the loss;
+  derived from the config), and the place where planted faults (fault_injection) act: on the loss, and as
+  a sleep after the forward pass (a slowdown, or a straggler on one rank of a multi-process run);
 - `_generate_and_score_completions` (TRL's online trainers): generation and scoring time.
 
 Wrapping the instance, not subclassing the trainer class, keeps this working for a user's own Trainer
@@ -88,6 +89,11 @@ def _wrap_compute_loss(
 ) -> None:
     original = trainer.compute_loss
     slept_in_step = 0
+    sleep_s = 0.0
+    if faults is not None:
+        # A planted straggler sleeps on its own rank only: the others then wait for it in the all-reduce.
+        straggler = faults.slow_rank is not None and faults.slow_rank == trainer.args.process_index
+        sleep_s = faults.sleep_s_per_step + (faults.slow_rank_sleep_s if straggler else 0.0)
 
     @functools.wraps(original)
     def counted(model: Any, inputs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
@@ -101,9 +107,9 @@ def _wrap_compute_loss(
         if faults is None:
             return result
         step = trainer.state.global_step + 1  # the optimizer step in progress
-        if faults.sleep_s_per_step and slept_in_step != step:  # once per step, not per micro-batch
+        if sleep_s and slept_in_step != step:  # once per step, not per micro-batch
             slept_in_step = step
-            time.sleep(faults.sleep_s_per_step)
+            time.sleep(sleep_s)
         return _inject(result, step, faults)
 
     trainer.compute_loss = counted

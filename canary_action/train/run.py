@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import importlib
 import json
+import time
 import traceback
 import warnings
 from dataclasses import dataclass
@@ -20,22 +21,27 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import torch
 from transformers.trainer_callback import PrinterCallback
 
 from canary_action import __version__
 from canary_action.config.load import LoadedConfig, config_hash
+from canary_action.config.schema import CommonConfig
 from canary_action.errors import CanaryError, TrainingError
 from canary_action.fingerprint import collect_environment, git_revision
 from canary_action.metrics import schema as m
 from canary_action.metrics.io import write_metrics
+from canary_action.metrics.merge import RankRecord
 from canary_action.metrics.summarize import find_divergence, find_grad_norm_spikes, summarize
-from canary_action.train import data
+from canary_action.train import data, distributed
 from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters, TrainingStopped
+from canary_action.train.comm import CommTimer
 from canary_action.train.instrument import instrument
 from canary_action.train.placement import Placement, resolve_placement
 from canary_action.train.probes import DeviceProbe
 from canary_action.train.profiler import ProfilerWindow
 from canary_action.train.progress import ProgressLine
+from canary_action.train.ranks import RankContext, RankSync
 from canary_action.train.setup import TrainingSetup
 from canary_action.train.stages import current_stage, reset_stage, stage
 
@@ -57,9 +63,13 @@ def run_canary(loaded: LoadedConfig, output_dir: Path | None = None) -> RunOutco
     run_id = f"{config.name}-{started:%Y%m%dT%H%M%SZ}"
     run_dir = (output_dir or Path(config.output_dir)) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    run = _Run(loaded, run_dir)
+    if config.num_processes > 1:
+        from canary_action.train.launch import launch_canary
+
+        return launch_canary(loaded, run_id, run_dir, started)
+    run = CanaryRun(loaded, run_dir)
     reset_stage()
-    _quiet_library_progress_bars()
+    quiet_library_progress_bars()
     try:
         run.execute()
     except BaseException as error:  # everything, Ctrl-C included: the measurements are written first
@@ -77,26 +87,37 @@ def run_canary(loaded: LoadedConfig, output_dir: Path | None = None) -> RunOutco
     return RunOutcome(run.finish(run_id, started), run_dir / "metrics.json")
 
 
-class _Run:
-    """The state of one run while it executes; `finish` turns it into metrics.json."""
+class CanaryRun:
+    """The state of one run while it executes; `finish` turns it into metrics.json.
 
-    def __init__(self, loaded: LoadedConfig, run_dir: Path) -> None:
+    Under the launcher (num_processes > 1) each rank runs one of these with its RankContext: it adds the
+    communication timer and the rank's bookkeeping, prints progress and profiles on rank 0 only, and ends
+    with `rank_record()` instead of `finish()` (launch.py merges the ranks).
+    """
+
+    def __init__(self, loaded: LoadedConfig, run_dir: Path, rank: RankContext | None = None) -> None:
         self.loaded = loaded
         self.config = loaded.config
         self.run_dir = run_dir
+        self.rank = rank
         self.record = RunRecord()
         self.notices = list(loaded.notices)
         self.warnings: list[str] = []
         self.placement: Placement | None = None
         self.workload: m.Workload | None = None
         self.profiler: ProfilerWindow | None = None
+        self.sync: RankSync | None = None
         self.status = m.Status(state="completed")
+        self.failure: tuple[float, str | None] | None = None  # (unix time, a CanaryError's fix)
 
     def execute(self) -> None:
         config = self.config
+        lead = self.rank is None or self.rank.rank == 0
         with stage("preflight"):
             family = family_module(config.training_type)
             family.preflight(config)
+            if self.rank is not None and config.device != "cpu" and torch.cuda.is_available():
+                torch.cuda.set_device(self.rank.local_rank)  # before placement: each rank measures its own GPU
             self.placement = placement = resolve_placement(config)
             self.notices += placement.notices
             probe = DeviceProbe(placement.device)
@@ -111,9 +132,15 @@ class _Run:
                 timeout_s=config.timeout_minutes * 60,
                 profiler_steps=self._profiler_steps(),
             ),
-            ProgressLine(self.record, config.max_steps, config.name),
         ]
-        if config.profiler.enabled:
+        if lead:
+            callbacks.append(ProgressLine(self.record, config.max_steps, config.name))
+        comm = None
+        if self.rank is not None:  # after MetricsCallback, which creates each step's row
+            comm = CommTimer(self.record, self.rank.rank, placement.on_cuda, self.warnings)
+            self.sync = RankSync(self.record, self.rank)
+            callbacks += [comm, self.sync]
+        if config.profiler.enabled and lead:
             self.profiler = ProfilerWindow(
                 config.profiler, self.run_dir / config.profiler.output_dir, placement.on_cuda
             )
@@ -124,6 +151,8 @@ class _Run:
             # With tqdm off the Trainer prints every log dict; the progress line replaces that.
             trainer.remove_callback(PrinterCallback)
             instrument(trainer, counters, probe, family.count_batch, config.fault_injection)
+            if comm is not None:
+                comm.attach(trainer)
             self.workload = _workload(trainer, setup, placement)
         with stage("train"), contextlib.suppress(TrainingStopped):
             trainer.train()
@@ -143,53 +172,108 @@ class _Run:
             exception_type=type(error).__name__,
             message=str(error)[:2000],
         )
-        (self.run_dir / "error.log").write_text("".join(traceback.format_exception(error)))
+        self.failure = (time.time(), error.fix if isinstance(error, CanaryError) else None)
+        log = self.rank.error_log if self.rank is not None else self.run_dir / "error.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.write_text("".join(traceback.format_exception(error)))
 
     def finish(self, run_id: str, started: datetime) -> m.Metrics:
-        finished = datetime.now(UTC)
         series = self.record.series()
-        sha, dirty = git_revision(Path.cwd())
-        events = self.record.non_finite
-        divergence = find_divergence(series.get(m.LOSS, []))
-        stability = m.Stability(
-            non_finite=events,
-            num_nan_steps=len({e.step for e in events if e.value == "nan"}),
-            num_inf_steps=len({e.step for e in events if e.value != "nan"}),
-            loss_diverged=divergence is not None,
-            divergence_step=divergence,
-            grad_norm_spikes=find_grad_norm_spikes(series.get(m.GRAD_NORM, []), series.get(m.STEP, [])),
-        )
-        metrics = m.Metrics(
-            run=m.RunIdentity(
-                run_id=run_id,
-                config_name=self.config.name,
-                config_hash=config_hash(self.config),
-                canary_version=__version__,
-                git_sha=sha,
-                git_dirty=dirty,
-                started_at=_iso(started),
-                finished_at=_iso(finished),
-                duration_s=(finished - started).total_seconds(),
-            ),
-            env=collect_environment(),
-            workload=self.workload,
-            config=self.config.model_dump(mode="json"),
+        warmup = self.config.metrics_warmup_steps
+        metrics = assemble_metrics(
+            self.config,
+            run_id=run_id,
+            started=started,
             series=series,
-            summary=summarize(series, warmup=self.config.metrics_warmup_steps, profiler_steps=self._profiler_steps())
-            if series
-            else None,
-            stability=stability,
+            summary=summarize(series, warmup=warmup, profiler_steps=self._profiler_steps()) if series else None,
+            non_finite=self.record.non_finite,
+            workload=self.workload,
             profiler=self.profiler.summary if self.profiler else None,
             status=self.status,
             notices=self.notices,
-            measurement_warnings=self.warnings,
+            warnings=self.warnings,
         )
         write_metrics(metrics, self.run_dir / "metrics.json")
         return metrics
 
+    def rank_record(self) -> RankRecord:
+        """This rank's end, for the launcher to merge (its rows are in the steps file: flushed here)."""
+        assert self.rank is not None, "rank records belong to launched ranks"
+        if self.sync is not None:
+            self.sync.flush()
+        return RankRecord(
+            rank=self.rank.rank,
+            status=self.status,
+            non_finite=self.record.non_finite,
+            notices=self.notices,
+            warnings=self.warnings,
+            workload=self.workload,
+            profiler=self.profiler.summary if self.profiler else None,
+            backend=distributed.backend(self.config, self.placement.on_cuda) if self.placement else None,
+            fix=self.failure[1] if self.failure else None,
+            failed_at=self.failure[0] if self.failure else None,
+        )
+
     def _profiler_steps(self) -> range | None:
-        profiler = self.config.profiler
-        return range(profiler.start_step, profiler.start_step + profiler.num_steps) if profiler.enabled else None
+        return profiler_steps(self.config)
+
+
+def profiler_steps(config: CommonConfig) -> range | None:
+    profiler = config.profiler
+    return range(profiler.start_step, profiler.start_step + profiler.num_steps) if profiler.enabled else None
+
+
+def assemble_metrics(
+    config: CommonConfig,
+    *,
+    run_id: str,
+    started: datetime,
+    series: dict[str, list[float | None]],
+    summary: m.Summary | None,
+    non_finite: list[m.NonFiniteEvent],
+    workload: m.Workload | None,
+    profiler: m.ProfilerSummary | None,
+    status: m.Status,
+    notices: list[str],
+    warnings: list[str],
+    distributed_summary: m.Distributed | None = None,
+) -> m.Metrics:
+    """metrics.json of a run: its measurements plus identity, environment and the stability findings."""
+    finished = datetime.now(UTC)
+    sha, dirty = git_revision(Path.cwd())
+    divergence = find_divergence(series.get(m.LOSS, []))
+    stability = m.Stability(
+        non_finite=non_finite,
+        num_nan_steps=len({e.step for e in non_finite if e.value == "nan"}),
+        num_inf_steps=len({e.step for e in non_finite if e.value != "nan"}),
+        loss_diverged=divergence is not None,
+        divergence_step=divergence,
+        grad_norm_spikes=find_grad_norm_spikes(series.get(m.GRAD_NORM, []), series.get(m.STEP, [])),
+    )
+    return m.Metrics(
+        run=m.RunIdentity(
+            run_id=run_id,
+            config_name=config.name,
+            config_hash=config_hash(config),
+            canary_version=__version__,
+            git_sha=sha,
+            git_dirty=dirty,
+            started_at=_iso(started),
+            finished_at=_iso(finished),
+            duration_s=(finished - started).total_seconds(),
+        ),
+        env=collect_environment(),
+        workload=workload,
+        config=config.model_dump(mode="json"),
+        series=series,
+        summary=summary,
+        stability=stability,
+        profiler=profiler,
+        distributed=distributed_summary,
+        status=status,
+        notices=notices,
+        measurement_warnings=warnings,
+    )
 
 
 def _workload(trainer: Any, setup: TrainingSetup[Any], placement: Placement) -> m.Workload:
@@ -213,7 +297,7 @@ def _workload(trainer: Any, setup: TrainingSetup[Any], placement: Placement) -> 
     )
 
 
-def _quiet_library_progress_bars() -> None:
+def quiet_library_progress_bars() -> None:
     """datasets' and transformers' own bars flood a CI log; the canary prints one progress line instead."""
     import datasets
     import transformers

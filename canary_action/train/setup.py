@@ -27,7 +27,7 @@ from transformers import (
 )
 
 from canary_action.config.schema import CommonConfig
-from canary_action.train import data
+from canary_action.train import data, distributed
 from canary_action.train.builtin import catalog, models, tokenizer
 from canary_action.train.placement import Placement
 from canary_action.train.stages import stage
@@ -169,4 +169,6 @@ class TrainingSetup(Generic[ConfigT]):
         kwargs["activation_checkpointing" if "activation_checkpointing" in names else "gradient_checkpointing"] = (
             cfg.gradient_checkpointing
         )
+        if cfg.num_processes > 1:
+            kwargs.update(distributed.trainer_kwargs(cfg, self.placement.on_cuda))
         return kwargs

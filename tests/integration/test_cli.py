@@ -36,6 +36,7 @@ BAD_CASES = {
     "duplicate_key.yaml": "duplicate",
     "empty.yaml": "empty",
     "quantize_4bit_on_cpu.yaml": "load_in_4bit needs a CUDA GPU",
+    "deepspeed_without_gpu.yaml": "distributed.strategy deepspeed",
 }
 
 
