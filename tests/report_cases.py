@@ -16,9 +16,10 @@ from typing import Any, Final
 from canary_action.compare.result import Change, CompareResult, OpChange
 from canary_action.compare.verdict import compare
 from canary_action.config.thresholds import TIERS
-from canary_action.metrics.schema import Status
+from canary_action.metrics.schema import Distributed, RankSummary, Status
 from canary_action.report.view import Links
 from tests.unit.test_compare import history, run
+from tests.unit.test_distributed_compare import dist_history, dist_run
 
 STEPS: Final = 30
 SOURCES: Final = ["tier default", "file .github/canary-thresholds.yaml"]
@@ -61,12 +62,19 @@ def crashed() -> CompareResult:
     return compare(run(1, num_steps=STEPS, status=oom), history(2, num_steps=STEPS), TIERS["default"])
 
 
+def distributed() -> CompareResult:
+    """Four DDP ranks, rank 2 half again as slow as the others: rank_imbalance fails, communication first."""
+    current = dist_run(1, num_steps=STEPS, slow_rank=2, slow_factor=1.5)
+    return compare(current, dist_history(3, num_steps=STEPS), TIERS["default"], threshold_sources=SOURCES)
+
+
 CASES: Final[dict[str, Callable[[], CompareResult]]] = {
     "passing": passing,
     "failing": failing,
     "neutral": neutral,
     "not-comparable": not_comparable,
     "crashed": crashed,
+    "distributed": distributed,
 }
 
 # Each short enough to survive the shortest cut (60 characters) whole, but for the one that tests the cut.
@@ -104,7 +112,7 @@ PAYLOADS: Final = (
 )
 # Closed vocabularies (Literal fields) and numbers: the schema itself refuses anything else there.
 _CLOSED: Final = frozenset({"result_schema_version", "verdict", "tier", "thresholds", "status", "group", "category",
-                            "format", "state"})  # fmt: skip
+                            "format", "state", "strategy"})  # fmt: skip
 
 
 def everywhere(result: CompareResult, payload: str) -> CompareResult:
@@ -114,12 +122,21 @@ def everywhere(result: CompareResult, payload: str) -> CompareResult:
 
 def hostile() -> CompareResult:
     """The failing result, every free-text field poisoned, with lists long enough for each payload to appear in
-    each kind of field (check names, messages, env and config fields and values, op names, notes)."""
+    each kind of field (check names, messages, env and config fields and values, op names, notes), and a
+    distributed block whose backend is free text."""
     base = failing()
     n = len(PAYLOADS)
     op = OpChange(name="aten::mm", baseline_ms=1.5, current_ms=2.25, delta_ms=0.75, device=True)
+    ranks = [
+        RankSummary(rank=r, step_time_median_s=0.13, compute_median_s=0.1 + 0.04 * r, comm_median_s=0.03 - 0.02 * r)
+        for r in range(2)
+    ]
+    dist = Distributed(
+        world_size=2, strategy="ddp", backend="gloo", ranks=ranks, slowest_rank=1, rank_imbalance_pct=20.0
+    )
     grown = base.model_copy(
         update={
+            "current": base.current.model_copy(update={"distributed": dist}),
             "checks": _cycle(base.checks, n),
             "suspects": [s.model_copy(update={"evidence": ["e"] * 3, "next_steps": ["n"] * 2}) for s in base.suspects],
             "env_changes": _cycle(base.env_changes, n),

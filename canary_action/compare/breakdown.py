@@ -1,4 +1,4 @@
-"""Where a steady step's time goes: data wait, generation, compute, and the stalls on top.
+"""Where a steady step's time goes: data wait, generation, collectives, compute, and the stalls on top.
 
 Means, not medians, over the same steady rows the step-time summary uses: means add up (step = wait +
 generation + compute per step), so a component's growth can be read as a share of the step-time growth.
@@ -30,12 +30,14 @@ class Breakdown:
     generation_s: float | None
     """None when the run generated nothing (offline training) or did not time it."""
     compute_s: float
-    """The rest of the step: forward, backward, optimizer (step - data wait - generation)."""
+    """The rest of the step: forward, backward, optimizer (step - data wait - generation - collectives)."""
     stall_s: float
     """Time per step that outlier steps spend above the median (overlaps the components above)."""
     outlier_share: float
     """Share of steady steps slower than OUTLIER_RATIO x the median step."""
     tokens_per_step: float | None
+    collective_s: float | None = None
+    """Multi-process runs: the collectives' own time (RunData.collective_times); None in one process."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class BreakdownDelta:
     current_outlier_share: float
     baseline_tokens_per_step: float | None
     current_tokens_per_step: float | None
+    collective: ComponentDelta | None = None
 
 
 def breakdown(run: RunData) -> Breakdown | None:
@@ -70,6 +73,8 @@ def breakdown(run: RunData) -> Breakdown | None:
     step = statistics.fmean(times)
     wait = _mean(run.data_wait, rows)
     generation = _mean(run.generation, rows)
+    collectives = run.collective_times()
+    collective = statistics.fmean(collectives) if collectives else None
     median = statistics.median(times)
     outliers = [t for t in times if t > OUTLIER_RATIO * median]
     return Breakdown(
@@ -77,10 +82,11 @@ def breakdown(run: RunData) -> Breakdown | None:
         step_s=step,
         data_wait_s=wait,
         generation_s=generation,
-        compute_s=step - (wait or 0.0) - (generation or 0.0),
+        compute_s=step - (wait or 0.0) - (generation or 0.0) - (collective or 0.0),
         stall_s=sum(t - median for t in outliers) / len(times),
         outlier_share=len(outliers) / len(times),
         tokens_per_step=run.tokens_per_step,
+        collective_s=collective,
     )
 
 
@@ -95,16 +101,23 @@ def compare_breakdowns(current: Breakdown, baselines: Sequence[Breakdown]) -> Br
         return _delta(own, base, growth) if own is not None and base else None
 
     tokens = [t for b in baselines if (t := b.tokens_per_step) is not None]
+    collective = optional(lambda b: b.collective_s)
+
+    def compute(b: Breakdown) -> float:
+        # Collectives measured on one side only (a world size change, allowed): compare compute with them in.
+        return b.compute_s if collective is not None else b.compute_s + (b.collective_s or 0.0)
+
     return BreakdownDelta(
         step=_delta(current.step_s, [b.step_s for b in baselines], growth),
         data_wait=optional(lambda b: b.data_wait_s),
         generation=optional(lambda b: b.generation_s),
-        compute=_delta(current.compute_s, [b.compute_s for b in baselines], growth),
+        compute=_delta(compute(current), [compute(b) for b in baselines], growth),
         stall=_delta(current.stall_s, [b.stall_s for b in baselines], growth),
         baseline_outlier_share=statistics.fmean(b.outlier_share for b in baselines),
         current_outlier_share=current.outlier_share,
         baseline_tokens_per_step=statistics.fmean(tokens) if tokens else None,
         current_tokens_per_step=current.tokens_per_step,
+        collective=collective,
     )
 
 

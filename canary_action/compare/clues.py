@@ -25,6 +25,7 @@ TRAINING: Final = frozenset(
     {"nan_steps", "inf_steps", "loss_divergence", "grad_norm_spikes", "learning"}
 )  # the loss's range
 ANY: Final = frozenset({"perf", "memory", "stability", "learning"})
+DIST: Final = frozenset({"rank_imbalance", "communication_time"})  # multi-process runs only
 
 MIN_GROWTH: Final = 0.02  # a growth under 2 % of the step is run-to-run noise, too small to split into parts
 MIN_SHARE: Final = 0.15  # a component behind less of the growth than this is noise beside the real cause

@@ -1,9 +1,9 @@
 """Which baselines can be compared with the current run, check group by check group.
 
-A different GPU, dtype, batch or sequence shape, model or dataset changes what a step costs: a slower step
-then says nothing about the pull request, so perf and memory checks become `not-comparable` (naming the
-fields) instead of failing. Library versions are deliberately not on these lists: a torch or TRL bump is
-often exactly the regression to catch, and it becomes evidence for the suspects instead.
+A different GPU, dtype, batch or sequence shape, model, dataset, world size or distributed strategy changes
+what a step costs: a slower step then says nothing about the pull request, so perf and memory checks become
+`not-comparable` (naming the fields) instead of failing. Library versions are deliberately not on these lists:
+a torch or TRL bump is often exactly the regression to catch, and it becomes evidence for the suspects instead.
 
 Fields a baseline does not record (rlhf-canary 0.1 has no fingerprints) cannot be verified and are not
 counted as differences; the result notes that.
@@ -35,6 +35,10 @@ def _device_kind(run: RunData) -> object:
     return run.workload.device.split(":")[0] if run.workload else None
 
 
+def _strategy(run: RunData) -> object:
+    return run.distributed.strategy if run.distributed is not None else None
+
+
 def _on_cpu(getter: Getter) -> Getter:
     """A CPU figure only matters when the run trained on the CPU."""
     return lambda run: getter(run) if _device_kind(run) == "cpu" else None
@@ -50,16 +54,22 @@ PERF_FIELDS: Final[Fields] = {
     "dtype": lambda run: run.workload.dtype if run.workload else None,
     "model": lambda run: run.workload.model_fingerprint if run.workload else None,
     "dataset": lambda run: run.workload.dataset_fingerprint if run.workload else None,
+    # Processes in the job (1 when not distributed): more ranks, more and larger collectives per step.
+    "world_size": lambda run: run.world_size,
+    # ddp, fsdp, deepspeed: what each rank holds and exchanges. Single-process runs have none (not a difference).
+    "strategy": _strategy,
     **{key: _config(key) for key in (
         "training_type", "batch_size", "gradient_accumulation_steps", "max_length", "max_prompt_length",
         "max_new_tokens", "num_generations", "packing",
     )},
 }  # fmt: skip
 
-#: What makes step N of two runs the same experiment: same model, data, order and batch shape.
+#: What makes step N of two runs the same experiment: same model, data, order and batch shape (the effective
+#: batch is the per-rank batch times the world size).
 LEARNING_FIELDS: Final[Fields] = {
     "model": PERF_FIELDS["model"],
     "dataset": PERF_FIELDS["dataset"],
+    "world_size": PERF_FIELDS["world_size"],
     **{key: _config(key) for key in (
         "training_type", "seed", "batch_size", "gradient_accumulation_steps", "max_length", "max_prompt_length",
     )},

@@ -33,6 +33,8 @@ OTHER_FIELDS: Final = (
 # stops early, and run_status reports that). A changed key here is no explanation for anything.
 IGNORED_CONFIG_KEYS: Final = frozenset({"name", "description", "output_dir", "profiler.output_dir", "timeout_minutes"})
 MAX_VALUE_CHARS: Final = 80
+#: Keys newer configs always carry, with the value a config written before them meant (one process).
+IMPLIED: Final[Mapping[str, Any]] = {"num_processes": 1}
 
 
 def env_changes(baseline: EnvFingerprint, current: EnvFingerprint) -> list[Change]:
@@ -51,7 +53,7 @@ def config_changes(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> l
     A key set to null and a missing key read the same (None): an optional section switched on then shows only
     the leaves it sets, not a null beside each of them.
     """
-    before, after = _flatten(baseline), _flatten(current)
+    before, after = _flatten({**IMPLIED, **baseline}), _flatten({**IMPLIED, **current})
     keys = [*before, *(k for k in after if k not in before)]
     return [
         Change(field=key, baseline=_render(before.get(key)), current=_render(after.get(key)))

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from typing import Final
 
-from canary_action.compare.clues import ANY, FIRST, MEMORY, PERF, TRAINING, Case, Clue, moved
+from canary_action.compare.clues import ANY, DIST, FIRST, MEMORY, PERF, TRAINING, Case, Clue, moved
 from canary_action.compare.result import Change, SuspectCategory
 
 PIP_PACKAGES: Final = frozenset(
@@ -31,8 +31,8 @@ ENV_RULES: Final[dict[str, tuple[tuple[SuspectCategory, float, frozenset[str]], 
     "datasets": (("dependency", 0.25, ANY), ("dataloader", 0.15, PERF)),
     "tokenizers": (("dependency", 0.3, ANY),),
     "bitsandbytes": (("dependency", 0.35, ANY), ("kernel", 0.2, PERF)),
-    "nccl": (("dependency", 0.3, ANY), ("communication", 0.4, PERF)),
-    "gpu_count": (("communication", 0.5, PERF | MEMORY),),
+    "nccl": (("dependency", 0.3, ANY), ("communication", 0.4, PERF | DIST)),
+    "gpu_count": (("communication", 0.5, PERF | MEMORY | DIST),),
     "gpu": (("kernel", 0.4, PERF | MEMORY),),
     "gpu_driver": (("dependency", 0.25, ANY), ("kernel", 0.15, PERF)),
     "cpu_model": (("dataloader", 0.3, PERF),),
@@ -126,8 +126,24 @@ CONFIG_RULES: Final[dict[str, Effect]] = {
     "fault_injection.nan_loss_at_step": Effect(
         0.9, TRAINING, "a planted NaN loss (fault injection)", numerics=0.9),
     "fault_injection.crash_at_step": Effect(0.9, frozenset({"run_status"}), "a planted crash (fault injection)"),
+    # Weaker than the communication suspect's measured straggler, which names the mechanism (rank_clues.py).
+    "fault_injection.slow_rank": Effect(0.3, PERF | FIRST | DIST, "a planted straggler on one rank (fault injection)"),
 }  # fmt: skip
 OTHER_KEY: Final = Effect(0.1, ANY, "may change the run")  # a key without a known effect is weak evidence
+FAULTS: Final = "fault_injection."
+UNPLANTED: Final = (None, False, 0.0)
+
+# Multi-process runs: libraries that carry the collectives besides NCCL (which ENV_RULES already reads as one).
+DISTRIBUTED_ENV: Final[dict[str, tuple[float, str]]] = {
+    "torch": (0.35, "torch ships DDP/FSDP and the NCCL it was built with"),
+    "accelerate": (0.25, "accelerate launches the ranks and wraps the model for DDP/FSDP/DeepSpeed"),
+}
+DISTRIBUTED_KEYS: Final = "distributed."  # the config's distributed block: strategy, backend, bucket sizes, sharding
+DISTRIBUTED_CONFIG_WEIGHT: Final = 0.55
+WORLD_SIZE_WEIGHT: Final = 0.6
+# Below a measured straggler (rank_clues.py), so that the measurement leads the evidence.
+PLANTED_STRAGGLER_KEY: Final = "fault_injection.slow_rank"
+PLANTED_STRAGGLER_WEIGHT: Final = 0.6
 
 
 def env_clues(case: Case) -> list[Clue]:
@@ -148,6 +164,8 @@ def env_clues(case: Case) -> list[Clue]:
 def config_clues(case: Case) -> list[Clue]:
     clues = []
     for change in case.config:
+        if change.field.startswith(FAULTS) and _parse(change.current) in UNPLANTED:
+            continue  # the block's defaults (a 0.0 s sleep) plant nothing, so they explain nothing
         effect = CONFIG_RULES.get(change.field, OTHER_KEY)
         verb, up = _direction(change)
         what = effect.down if effect.down and not up else effect.up
@@ -161,6 +179,38 @@ def config_clues(case: Case) -> list[Clue]:
         clues.append(Clue("config", effect.weight, (moved(change),), effect.scope, summary, steps))
         if effect.numerics:
             clues.append(Clue("numerics", effect.numerics, (moved(change),), TRAINING))
+    return clues
+
+
+def distributed_clues(case: Case) -> list[Clue]:
+    """Communication evidence from recorded changes, when either side ran on several processes: the world size,
+    the distributed config block, and the libraries that carry the collectives."""
+    newest = case.baselines[0] if case.baselines else None
+    if case.current.distributed is None and (newest is None or newest.distributed is None):
+        return []
+    clues = []
+    if newest is not None and newest.world_size != case.current.world_size:
+        b, c = newest.world_size, case.current.world_size
+        more = "more" if c > b else "fewer"
+        summary = f"world size {b} → {c}: every collective spans {more} ranks, and the effective batch changes"
+        steps = (f"compare with baselines of world size {c}: run the canary on the default branch with it",)
+        clues.append(Clue("communication", WORLD_SIZE_WEIGHT, (f"world size {b} → {c}",), PERF | MEMORY | DIST,
+                          summary, steps))  # fmt: skip
+    for change in case.config:
+        if change.field == PLANTED_STRAGGLER_KEY and change.current is not None:
+            summary = f"a planted straggler: rank {change.current} sleeps in every step (fault injection)"
+            clues.append(
+                Clue("communication", PLANTED_STRAGGLER_WEIGHT, (moved(change),), PERF | FIRST | DIST, summary)
+            )
+        if change.field.startswith(DISTRIBUTED_KEYS):
+            summary = f"{moved(change)}: how the ranks shard the model and exchange gradients changed"
+            undo = f"set {change.field} back to {change.baseline}" if change.baseline else f"drop {change.field}"
+            clues.append(Clue("communication", DISTRIBUTED_CONFIG_WEIGHT, (moved(change),), PERF | MEMORY | DIST,
+                              summary, (f"{undo} in a branch and rerun the canary to confirm",)))  # fmt: skip
+    for change in case.env:
+        if change.field in DISTRIBUTED_ENV:
+            weight, why = DISTRIBUTED_ENV[change.field]
+            clues.append(Clue("communication", weight, (moved(change),), PERF | DIST, f"{moved(change)}: {why}"))
     return clues
 
 

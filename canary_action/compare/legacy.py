@@ -207,6 +207,7 @@ def _to_run(doc: LegacyMetrics, source: str) -> RunData:
         # (the whole-run mean), which is also what 0.1 wrote as final_loss: no per-step loss, no tail mean.
         profiler=_profiler(doc.profiler),
         profiler_steps=None,  # 0.1's files keep no profiler window: per-step op times cannot be formed
+        distributed=None,  # 0.1 trained in one process: world size 1
     )
 
 

@@ -30,10 +30,10 @@ def perf_checks(ctx: Context) -> tuple[list[Check], Effect | None]:
 
 def step_time_effect(current: RunData, baselines: Sequence[RunData]) -> Effect | None:
     """The statistical comparison the step_time check judges (None without steady samples)."""
-    samples = [_sample(b.steady_step_times, b.step_time_median) for b in baselines]
+    samples = [level_sample(b.steady_step_times, b.step_time_median) for b in baselines]
     usable = [s for s in samples if s is not None]
-    own = _sample(current.steady_step_times, current.step_time_median)
-    return compare_levels(own, usable, ratio=_ratio(current)) if own is not None and usable else None
+    own = level_sample(current.steady_step_times, current.step_time_median)
+    return compare_levels(own, usable, ratio=device_ratio(current)) if own is not None and usable else None
 
 
 def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
@@ -44,7 +44,7 @@ def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
     effect = step_time_effect(ctx.current, ctx.perf.usable)
     if effect is None:
         return skipped(name, "perf", unit, "no steady-state step times in the baseline"), None
-    check = _judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median)
+    check = judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median)
     return check, effect
 
 
@@ -62,8 +62,8 @@ def _tokens_per_sec(ctx: Context, step_time: Check) -> Check:
     samples = [s for b in measured if (s := _rates(b)) is not None]
     if own is None or not samples:
         return skipped(name, "perf", unit, "tokens were not counted per step", current=ctx.current.tokens_per_s)
-    effect = compare_levels(own, samples, ratio=_ratio(ctx.current))
-    check = _judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
+    effect = compare_levels(own, samples, ratio=device_ratio(ctx.current))
+    check = judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
     same = _same_tokens_per_step(ctx.current, measured)
     if same and step_time.status != "skip":
         # One cause, one verdict: with the same tokens per step this is step_time in other units, and judging
@@ -118,9 +118,10 @@ def _points(ctx: Context, name: str, get: Callable[[RunData], float | None], lim
     )  # fmt: skip
 
 
-def _judged(
+def judged(
     name: str, unit: str, effect: Effect, limit: float, ctx: Context, *, worse: str, current: float | None
 ) -> Check:
+    """A statistical check's row: `effect` judged against `limit` (widened to the noise), with its interval."""
     decision = judge(effect, limit, ctx.thresholds.run_spread_k, worse="higher" if worse == "higher" else "lower")
     base = current / (1 + effect.delta_pct / 100) if current is not None else None
     sign = "+" if worse == "higher" else "−"
@@ -174,7 +175,8 @@ def _unusable(ctx: Context, name: str, unit: str, current: float | None) -> Chec
     return no_baseline(name, "perf", unit, current)
 
 
-def _sample(values: list[float] | None, median: float | None) -> Sample | None:
+def level_sample(values: list[float] | None, median: float | None) -> Sample | None:
+    """A run's steady samples of a positive figure, else its median alone, else None."""
     if values and all(v > 0 for v in values):
         return Sample.of(values)
     return Sample(values=None, median=median) if median is not None and median > 0 else None
@@ -196,7 +198,8 @@ def _same_tokens_per_step(current: RunData, baselines: Sequence[RunData]) -> flo
     return own if all(abs(t / own - 1) <= TOKENS_PER_STEP_SAME for t in others) else None
 
 
-def _ratio(run: RunData) -> float:
+def device_ratio(run: RunData) -> float:
+    """The run-spread prior's ratio for the device the run trained on."""
     return prior_ratio(run.workload.device if run.workload else None)
 
 

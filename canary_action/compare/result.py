@@ -12,6 +12,7 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from canary_action.config.thresholds import Thresholds, Tier
+from canary_action.metrics.schema import Distributed
 
 RESULT_SCHEMA_VERSION: Final = 1
 
@@ -107,6 +108,8 @@ class RunRef(Record):
     num_steps: int
     device: str | None = None
     gpu: str | None = None
+    # metrics.json's own block, so that the figures have one definition: world size, strategy, backend, ranks.
+    distributed: Distributed | None = Field(None, description="Multi-process runs: world size, strategy, ranks.")
 
 
 class Curve(Record):

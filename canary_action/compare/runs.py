@@ -3,19 +3,23 @@
 metrics.json (schema version 1) carries raw per-step series; rlhf-canary 0.1's files carry summaries only.
 `RunData` is the common view: per-step samples where the format has them (None where it does not), and the
 summary figures every check needs. The checks read nothing else, so a check that needs per-step data says
-so by finding None, never by guessing.
+so by finding None, never by guessing. A multi-process run adds its `distributed` block and, per rank, the
+steady steps' compute and collective times.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from canary_action.compare.result import RunFormat, RunRef
 from canary_action.metrics import schema
-from canary_action.metrics.schema import EnvFingerprint, Metrics, ProfilerSummary, Status, Workload
+from canary_action.metrics.schema import Distributed, EnvFingerprint, Metrics, ProfilerSummary, Status, Workload
+
+_RANK_COLUMN = re.compile(rf"{re.escape(schema.RANK_PREFIX)}(\d+)/(compute_s|comm_s)")
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,37 @@ class RunData:
     """How many steps the profiler window covered (op times are divided by it)."""
     measurement_warnings: list[str] = field(default_factory=list)
     """Why this run's figures may be less trustworthy (a throttled or shared GPU)."""
+    distributed: Distributed | None = None
+    """A multi-process run's world size, strategy and per-rank summaries; None for one process (and for
+    rlhf-canary 0.1, which ran one)."""
+    steady_rank_compute: Mapping[int, list[float | None]] = field(default_factory=dict)
+    """Per rank, its compute time (step minus collectives) on each of steady_rows; empty when not recorded."""
+    steady_rank_comm: Mapping[int, list[float | None]] = field(default_factory=dict)
+    """Per rank, its time in gradient collectives (waiting for slower ranks included) on each of steady_rows."""
+
+    @property
+    def world_size(self) -> int:
+        """Processes in the job: from the distributed block, else the config (a run that failed before its ranks
+        reported), else 1."""
+        if self.distributed is not None:
+            return self.distributed.world_size
+        configured = self.config.get("num_processes")
+        return configured if isinstance(configured, int) and not isinstance(configured, bool) and configured > 0 else 1
+
+    def collective_times(self) -> list[float] | None:
+        """Per steady step, the collectives' own time: the least any rank spent in them.
+
+        Every rank leaves the last all-reduce together, so a rank's comm_s is the collectives plus its wait for
+        the last rank to arrive, and that last rank waits for no one. The minimum over ranks is the collectives
+        themselves; a straggler's cost shows in the other ranks' waits and in rank imbalance, not here. Steps
+        where a rank has no figure are left out; None when no step has every rank's.
+        """
+        columns = list(self.steady_rank_comm.values())
+        if len(columns) < 2:
+            return None
+        rows = zip(*columns, strict=True)
+        times = [min(v for v in row if v is not None) for row in rows if all(_ok(v) for v in row)]
+        return times or None
 
     @property
     def tokens_per_step(self) -> float | None:
@@ -91,6 +126,7 @@ class RunData:
             num_steps=self.num_steps,
             device=self.workload.device if self.workload else None,
             gpu=gpu,
+            distributed=self.distributed,
         )
 
 
@@ -111,6 +147,7 @@ def from_metrics(metrics: Metrics, source: str) -> RunData:
     first_bad = min((e.step for e in stability.non_finite), default=None)
     timing = summary.step_time_s if summary else None
     window = metrics.profiler
+    compute, comm = _rank_columns(series, timed_rows) if metrics.distributed is not None else ({}, {})
     return RunData(
         source=source,
         format="v1",
@@ -153,7 +190,22 @@ def from_metrics(metrics: Metrics, source: str) -> RunData:
         measurement_warnings=list(metrics.measurement_warnings),
         profiler=window,
         profiler_steps=(window.end_step - window.start_step + 1) if window else None,
+        distributed=metrics.distributed,
+        steady_rank_compute=compute,
+        steady_rank_comm=comm,
     )
+
+
+def _rank_columns(
+    series: Mapping[str, list[float | None]], rows: Sequence[int]
+) -> tuple[dict[int, list[float | None]], dict[int, list[float | None]]]:
+    """The per-rank columns (dist/rank<k>/compute_s, .../comm_s) on the given rows, by rank."""
+    found: dict[str, dict[int, list[float | None]]] = {"compute_s": {}, "comm_s": {}}
+    for name, values in series.items():
+        match = _RANK_COLUMN.fullmatch(name)
+        if match:
+            found[match.group(2)][int(match.group(1))] = [values[i] for i in rows]
+    return dict(sorted(found["compute_s"].items())), dict(sorted(found["comm_s"].items()))
 
 
 def _steady_rows(metrics: Metrics, steps: Sequence[int]) -> list[int]:

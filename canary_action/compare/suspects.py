@@ -24,7 +24,8 @@ from canary_action.compare.clues import (
     timing_clues,
     token_clues,
 )
-from canary_action.compare.effects import config_clues, env_clues
+from canary_action.compare.effects import config_clues, distributed_clues, env_clues
+from canary_action.compare.rank_clues import communication_clues
 from canary_action.compare.result import Change, Check, OpChange, Suspect, SuspectCategory
 from canary_action.compare.runs import RunData
 
@@ -42,6 +43,7 @@ CATEGORY_ORDER: Final[tuple[SuspectCategory, ...]] = (
 
 RULES: Final[tuple[Callable[[Case], list[Clue]], ...]] = (
     timing_clues, token_clues, op_clues, env_clues, config_clues, memory_clues, numerics_clues,
+    communication_clues, distributed_clues,
 )  # fmt: skip
 
 # Per category: the summary when no clue names the cause concretely, and next steps after the clues' own.
@@ -58,9 +60,9 @@ DEFAULTS: Final[dict[SuspectCategory, tuple[str, tuple[str, ...]]]] = {
     "memory": ("memory: the run holds more GPU memory", (
         "rerun with profiler.enabled: true (profile_memory) to see which allocations grew",
         "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to rule out fragmentation")),
-    "communication": ("communication: the collectives between GPUs changed", (
+    "communication": ("communication: the collectives between the ranks changed", (
         "rerun with NCCL_DEBUG=INFO to see the chosen algorithm and transport",
-        "compare gpu_count and the NCCL version with the baseline's")),
+        "compare the world size, gpu_count and the NCCL version with the baseline's")),
     "io": ("I/O and logging: periodic stalls slow some steps", (
         "look for a period in the step-time chart (every N steps: logging, checkpointing, evaluation)",
         "raise the logging/save intervals or move them off the training loop; check the runner's disk")),

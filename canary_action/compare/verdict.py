@@ -13,6 +13,7 @@ from canary_action.compare import curves
 from canary_action.compare.comparability import LEARNING_FIELDS, PERF_FIELDS, describe, split
 from canary_action.compare.context import Context
 from canary_action.compare.diff import config_changes, env_changes, op_changes
+from canary_action.compare.distributed import distributed_checks
 from canary_action.compare.learning import curve_baselines, learning_checks, loss_band
 from canary_action.compare.memory import memory_checks
 from canary_action.compare.perf import perf_checks
@@ -44,7 +45,10 @@ def compare(
     perf_results, effect = perf_checks(ctx)
     t = thresholds
     band = loss_band(current, curve_baselines(ctx), t.loss_curve_tolerance_pct, t.run_spread_k)
-    checks = [*stability_checks(ctx), *perf_results, *memory_checks(ctx), *learning_checks(ctx, band)]
+    checks = [
+        *stability_checks(ctx), *perf_results, *distributed_checks(ctx), *memory_checks(ctx),
+        *learning_checks(ctx, band),
+    ]  # fmt: skip
     checks.sort(key=lambda c: _ORDER[c.status])  # stable: within a status, the groups keep their order
     newest = baselines[0] if baselines else None
     profiled = next((b for b in baselines if b.profiler is not None and b.profiler_steps), None)

@@ -4,7 +4,8 @@ and how overrides merge.
 Merge order (later wins): the tier's defaults <- a thresholds YAML file (whose optional `base_tier` replaces
 the tier) <- the config's inline `thresholds:` block.
 
-Severity: perf, memory and stability limits fail the gate; learning limits (loss curve, tail loss, algorithm
+Severity: perf, memory and stability limits fail the gate (rank imbalance and communication time, for
+multi-process runs, included); learning limits (loss curve, tail loss, algorithm
 metrics) and the secondary perf signals (first step, GPU utilisation, data wait, grad-norm spikes) warn,
 unless `fail_on_learning` makes the learning ones fail too.
 """
@@ -47,6 +48,19 @@ class Thresholds(BaseModel):
         ge=0, description="Warn when an algorithm metric (reward accuracy, margin, mean reward, KL) worsens more (%)."
     )
     fail_on_learning: bool = Field(description="Learning checks fail the gate instead of warning.")
+    # Multi-process runs only. Defaults (the default tier's): a result.json written before these keys existed
+    # still loads (`canary report`, report mode reading an older action's artifact).
+    max_rank_imbalance_pct: float = Field(
+        10.0,
+        ge=0,
+        description="Fail when the slowest rank's compute exceeds the median rank's by more (%) than this, "
+        "and clearly more than the baselines' did (warn when they were as imbalanced).",
+    )
+    max_comm_time_increase_pct: float = Field(
+        20.0,
+        ge=0,
+        description="Fail when the collectives' own time per step grows more (%) (statistical, like step time).",
+    )
 
 
 class ThresholdOverrides(BaseModel):
@@ -70,6 +84,8 @@ class ThresholdOverrides(BaseModel):
     loss_curve_tolerance_pct: float | None = Field(None, ge=0)
     max_algo_metric_change_pct: float | None = Field(None, ge=0)
     fail_on_learning: bool | None = None
+    max_rank_imbalance_pct: float | None = Field(None, ge=0)
+    max_comm_time_increase_pct: float | None = Field(None, ge=0)
 
 
 class ThresholdFile(ThresholdOverrides):
@@ -84,26 +100,36 @@ _NEWER: Final = {
     "fail_on_learning": False,
 }  # fmt: skip
 
+# A straggler X % slower holds every rank back by about X % of the compute, so the imbalance limit is the tier's
+# step-time limit. The collectives are a part of the step and noisier than it: twice the step-time limit (a
+# 20 % slower all-reduce at a 30 % share of the step costs 6 % of it).
+_DISTRIBUTED: Final[dict[Tier, dict[str, float]]] = {
+    "default": {"max_rank_imbalance_pct": 10.0, "max_comm_time_increase_pct": 20.0},
+    "smoke": {"max_rank_imbalance_pct": 15.0, "max_comm_time_increase_pct": 30.0},
+    "perf": {"max_rank_imbalance_pct": 8.0, "max_comm_time_increase_pct": 15.0},
+    "nightly": {"max_rank_imbalance_pct": 5.0, "max_comm_time_increase_pct": 10.0},
+}
+
 TIERS: Final[dict[Tier, Thresholds]] = {
     "default": Thresholds(
         max_step_time_increase_pct=10, max_tps_drop_pct=8, max_mem_increase_mb=500, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=20,
-        loss_curve_tolerance_pct=10, **_NEWER,
+        loss_curve_tolerance_pct=10, **_NEWER, **_DISTRIBUTED["default"],
     ),
     "smoke": Thresholds(
         max_step_time_increase_pct=15, max_tps_drop_pct=12, max_mem_increase_mb=1000, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=10,
-        loss_curve_tolerance_pct=15, **_NEWER,
+        loss_curve_tolerance_pct=15, **_NEWER, **_DISTRIBUTED["smoke"],
     ),
     "perf": Thresholds(
         max_step_time_increase_pct=8, max_tps_drop_pct=5, max_mem_increase_mb=300, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=50,
-        loss_curve_tolerance_pct=10, **_NEWER,
+        loss_curve_tolerance_pct=10, **_NEWER, **_DISTRIBUTED["perf"],
     ),
     "nightly": Thresholds(
         max_step_time_increase_pct=5, max_tps_drop_pct=3, max_mem_increase_mb=200, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=100,
-        loss_curve_tolerance_pct=10, **_NEWER,
+        loss_curve_tolerance_pct=10, **_NEWER, **_DISTRIBUTED["nightly"],
     ),
 }  # fmt: skip
 

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from canary_action.compare.result import Change, Check, CompareResult, Curve, OpChange, Suspect
+from canary_action.compare.result import Change, Check, CompareResult, Curve, OpChange, RunRef, Suspect
 from canary_action.metrics import schema
+from canary_action.metrics.schema import Distributed, RankSummary
 from canary_action.report import charts
 from canary_action.report.escape import Md, link, mermaid_label, one_line, slug, text
 
@@ -21,6 +22,7 @@ ICONS: Final = {"pass": "✅", "fail": "❌", "warn": "⚠️", "skip": "⏭️"
 VERDICT_ICONS: Final = {"pass": "✅", "regression": "❌", "neutral": "➖", "crashed": "💥"}
 MAX_DIFF_ROWS: Final = 60  # a diff of hundreds of keys: the first 60 and a count
 MAX_SUSPECTS_SHOWN: Final = 3
+MAX_RANK_ROWS: Final = 64  # a 512-GPU job: the first ranks, the slowest, and a count
 CURVES: Final = {schema.STEP_TIME_S: ("Step time per step", "seconds"), schema.LOSS: ("Loss per step", "loss")}
 
 
@@ -81,6 +83,15 @@ class StepRow:
 
 
 @dataclass(frozen=True)
+class RankTable:
+    """A multi-process run's ranks: rank, step time, compute, comm, peak memory (MAX_RANK_ROWS at most)."""
+
+    rows: list[list[Md]]
+    more: int
+    """Ranks left out."""
+
+
+@dataclass(frozen=True)
 class ReportView:
     marker: Md
     """The hidden marker of the sticky comment: one per config."""
@@ -106,6 +117,8 @@ class ReportView:
     """A fenced YAML block: the workflow that creates a baseline (only when the result has none)."""
     dropped: Md | None = None
     """Set when parts were left out to fit a size limit: what, and where the full report is."""
+    ranks: RankTable | None = None
+    """The per-rank table of a multi-process run (None: one process). Small, so never dropped for size."""
 
     def degraded(self, level: int, note: Md) -> ReportView:
         """A copy with the first `level` parts dropped, in the fixed order charts, per-step detail, env diff."""
@@ -146,6 +159,7 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
         links=[m for m in _links(links) if m is not None],
         notes=[text(n, 300) for n in result.notes],
         how_to_baseline=None if result.baselines else _yaml_block(links.baseline_snippet),
+        ranks=_ranks(result.current.distributed),
     )
 
 
@@ -163,7 +177,9 @@ def _row(check: Check) -> CheckRow:
 
 
 def _change(check: Check) -> Md:
-    if check.threshold_unit == "pp" and check.delta is not None:
+    # A share compared in points, or a level in % with no relative change (rank imbalance): points.
+    points = check.threshold_unit == "pp" or (check.unit == "%" and check.delta_pct is None)
+    if points and check.delta is not None:
         return Md(f"{_signed(check.delta)} pp")
     if check.delta_pct is not None:
         out = f"{_signed(check.delta_pct)} %"
@@ -286,12 +302,49 @@ def _maybe(value: str | None) -> Md:
     return Md("—") if value is None else text(value, 80)
 
 
+def _ranks(dist: Distributed | None) -> RankTable | None:
+    if dist is None or not dist.ranks:
+        return None
+    ranks = sorted(dist.ranks, key=lambda r: r.rank)
+    shown = ranks[:MAX_RANK_ROWS]
+    slowest = next((r for r in ranks if r.rank == dist.slowest_rank), None)
+    if slowest is not None and slowest not in shown:  # past the cut: the one rank a reader looks for
+        shown = [*shown[: MAX_RANK_ROWS - 1], slowest]
+    return RankTable(rows=[_rank_row(r, r.rank == dist.slowest_rank) for r in shown], more=len(ranks) - len(shown))
+
+
+def _rank_row(rank: RankSummary, slowest: bool) -> list[Md]:
+    if rank.peak_allocated_mib is not None:
+        memory = _value(rank.peak_allocated_mib, "MiB")
+    elif rank.host_rss_peak_mib is not None:
+        memory = Md(f"{_value(rank.host_rss_peak_mib, 'MiB')} (host RSS)")
+    else:
+        memory = Md("—")
+    return [
+        Md(f"{rank.rank}{' (slowest)' if slowest else ''}"),
+        _value(rank.step_time_median_s, "s"),
+        _value(rank.compute_median_s, "s"),
+        _value(rank.comm_median_s, "s"),
+        memory,
+    ]
+
+
+def _processes(ref: RunRef) -> str:
+    """', 2 processes, ddp, gloo' for a multi-process run; '' for one process."""
+    dist = ref.distributed
+    if dist is None:
+        return ""
+    size = f"{dist.world_size} process{'es' if dist.world_size != 1 else ''}"
+    parts = [size, text(dist.strategy, 20), *([text(dist.backend, 40)] if dist.backend else [])]
+    return ", " + ", ".join(parts)
+
+
 def _facts(result: CompareResult) -> list[Md]:
     cur = result.current
     where = cur.gpu or cur.device or "unknown device"
     facts = [
         Md(f"This run: {text(cur.run_id, 80)} — {cur.state}, {cur.num_steps} steps on {text(where, 60)}"
-           + (f", commit `{_code(cur.git_sha[:12])}`" if cur.git_sha else "")),
+           + _processes(cur) + (f", commit `{_code(cur.git_sha[:12])}`" if cur.git_sha else "")),
     ]  # fmt: skip
     if result.baselines:
         shas = ", ".join(f"`{_code(b.git_sha[:12])}`" for b in result.baselines if b.git_sha) or "unknown commits"

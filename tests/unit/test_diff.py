@@ -145,3 +145,11 @@ def test_no_op_changes_without_both_windows_and_their_lengths(
     assert op_changes(window, before_steps, window.model_copy(), after_steps) == []
     assert op_changes(None, 5, window, 5) == []
     assert op_changes(window, 5, None, 5) == []
+
+
+def test_a_baseline_from_before_num_processes_reads_as_one_process() -> None:
+    from canary_action.compare.diff import config_changes
+
+    assert config_changes({"batch_size": 2}, {"batch_size": 2, "num_processes": 1}) == []
+    [change] = config_changes({"batch_size": 2}, {"batch_size": 2, "num_processes": 2})
+    assert (change.field, change.baseline, change.current) == ("num_processes", "1", "2")

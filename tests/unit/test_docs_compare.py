@@ -9,6 +9,7 @@ from canary_action.compare.result import CompareResult
 from canary_action.compare.verdict import compare
 from canary_action.config.thresholds import TIERS, Thresholds
 from tests.unit.test_compare import history, run
+from tests.unit.test_distributed_compare import dist_history, dist_run
 
 DOC = (Path(__file__).parents[2] / "docs" / "compare.md").read_text(encoding="utf-8")
 
@@ -40,4 +41,5 @@ def test_the_checks_table_names_every_check_the_comparison_makes() -> None:
     algo = {"algo/rewards/accuracies": [0.5] * 60, "algo/rewards/margins": [0.1] * 60, "algo/reward": [1.0] * 60,
             "algo/kl": [0.01] * 60}  # fmt: skip
     made: CompareResult = compare(run(1, series=algo), history(2, series=algo), TIERS["default"])
-    assert {c.name for c in made.checks} == documented
+    multi = compare(dist_run(1), dist_history(2), TIERS["default"])  # + the checks of multi-process runs
+    assert {c.name for c in made.checks} | {c.name for c in multi.checks} == documented

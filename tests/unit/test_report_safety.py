@@ -26,7 +26,9 @@ from tests.report_cases import HOSTILE_FIXTURE, LINKS, OUR_URLS, PAYLOADS, every
 
 KINDS: Final[tuple[Kind, ...]] = tuple(TARGETS)
 MARKER: Final = re.compile(r"<!-- rlhf-canary:sticky:[a-z0-9._-]+ -->\n")
-OUR_TITLES: Final = "Per-step detail|Environment changes|Config changes|Profiled ops that moved \\(ms per step\\)"
+OUR_TITLES: Final = (
+    "Per-step detail|Per-rank|Environment changes|Config changes|Profiled ops that moved \\(ms per step\\)"
+)
 OUR_HTML_BLOCKS: Final = re.compile(rf"<details><summary>({OUR_TITLES})</summary>\n|</details>\n")
 OUR_INLINE_HTML: Final = frozenset({"<sub>", "</sub>"})
 # Nothing invisible that reorders or hides text; newlines and the two joiners escape.text adds are ours.
@@ -124,6 +126,8 @@ def test_the_hostile_fixture_holds_every_payload_in_every_kind_of_field(fixture_
     assert {o.name for o in r.op_changes} == set(r.notes) == every
     assert all(s in every for suspect in r.suspects for s in [suspect.summary, *suspect.evidence, *suspect.next_steps])
     assert all(s in PAYLOADS for s in [r.current.config_name, r.current.run_id, r.reason, *r.threshold_sources])
+    assert r.current.distributed is not None
+    assert r.current.distributed.backend in PAYLOADS
     assert all(c.name in PAYLOADS for c in r.curves)
 
 
