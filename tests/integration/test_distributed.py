@@ -6,6 +6,7 @@ a plain run, a planted straggler on rank 1, and a planted crash.
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -114,3 +115,23 @@ def test_a_crash_still_writes_metrics_and_exits_3(tmp_path: Path) -> None:
     assert metrics.distributed.world_size == 2
     run_dir = next(tmp_path.glob("*/metrics.json")).parent
     assert (run_dir / "error.log").read_text().startswith("Traceback")
+
+
+def test_compare_finds_the_straggler_as_imbalance_with_communication_first(
+    plain: tuple[subprocess.CompletedProcess[str], m.Metrics], straggler: m.Metrics, tmp_path: Path
+) -> None:
+    """The gate end to end: the plain run is the baseline, the straggler the pull request."""
+    from canary_action.metrics.io import write_metrics
+
+    write_metrics(plain[1], tmp_path / "baseline.json")
+    write_metrics(straggler, tmp_path / "current.json")
+    cli = [sys.executable, "-c", "from canary_action.cli import main; main()"]
+    command = [*cli, "compare", str(tmp_path / "current.json"), str(tmp_path / "baseline.json"), "--json"]
+    done = subprocess.run([*command, "--threshold-tier", "smoke"], capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    imbalance = next(c for c in result["checks"] if c["name"] == "rank_imbalance")
+    assert imbalance["status"] == "fail"
+    top = result["suspects"][0]
+    assert top["category"] == "communication"
+    assert top["evidence"][0].startswith("rank 1's compute")
