@@ -38,8 +38,12 @@ IMAGE_DIGEST_VAR: Final = "CANARY_IMAGE_DIGEST"
 _GIT_TIMEOUT_S: Final = 5.0  # a healthy `git status` takes milliseconds; a hung network filesystem must not hang us
 
 
-def collect_environment() -> EnvFingerprint:
-    """Describe this process's environment. GPUs: the devices visible to it (CUDA_VISIBLE_DEVICES applies)."""
+def collect_environment(*, torch_threads: int | None = None) -> EnvFingerprint:
+    """Describe this process's environment. GPUs: the devices visible to it (CUDA_VISIBLE_DEVICES applies).
+
+    `torch_threads`: the intra-op threads the training processes used, when they are not this process (the
+    launching parent of a multi-process run); default: this process's own torch.get_num_threads().
+    """
     fields: dict[str, Any] = {
         "python": platform.python_version(),
         "platform": platform.platform(),
@@ -53,6 +57,8 @@ def collect_environment() -> EnvFingerprint:
     }
     if fields["torch"] is not None:
         fields.update(_torch_facts())
+    if torch_threads is not None:
+        fields["torch_threads"] = torch_threads
     env = EnvFingerprint.model_validate({**fields, "fingerprint_hash": ""})
     return env.model_copy(update={"fingerprint_hash": fingerprint_hash(env)})
 
@@ -115,7 +121,7 @@ def _torch_facts() -> dict[str, Any]:
     except ImportError:  # installed but broken: its version is recorded, the training step will say why
         return {}
     cudnn: Any = torch.backends.cudnn  # its functions carry no annotations
-    facts: dict[str, Any] = {"cuda": torch.version.cuda}
+    facts: dict[str, Any] = {"cuda": torch.version.cuda, "torch_threads": torch.get_num_threads()}
     if cudnn.is_available():
         facts["cudnn"] = _cudnn_version(cudnn.version())
     if not torch.cuda.is_available():

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from canary_action.compare.result import Change, OpChange
+from canary_action.config.schema import DistributedConfig, FaultInjection
 from canary_action.metrics.schema import EnvFingerprint, ProfilerSummary
 
 # Libraries first: a moved version is the usual cause of a regression nobody wrote. Then the hardware, then the
@@ -19,7 +20,7 @@ LIBRARY_FIELDS: Final = (
     "torch", "cuda", "cudnn", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers",
     "bitsandbytes", "nccl",
 )  # fmt: skip
-HARDWARE_FIELDS: Final = ("gpu", "gpu_count", "gpu_driver", "cpu_model", "cpu_count")
+HARDWARE_FIELDS: Final = ("gpu", "gpu_count", "gpu_driver", "cpu_model", "cpu_count", "torch_threads")
 OTHER_FIELDS: Final = (
     "python",
     "container_image",
@@ -33,8 +34,15 @@ OTHER_FIELDS: Final = (
 # stops early, and run_status reports that). A changed key here is no explanation for anything.
 IGNORED_CONFIG_KEYS: Final = frozenset({"name", "description", "output_dir", "profiler.output_dir", "timeout_minutes"})
 MAX_VALUE_CHARS: Final = 80
-#: Keys newer configs always carry, with the value a config written before them meant (one process).
+#: Keys newer configs always carry, with the value a config written before them meant (one process; torch's own
+#: thread count, which the fingerprint's torch_threads records where it matters).
 IMPLIED: Final[Mapping[str, Any]] = {"num_processes": 1}
+#: Optional sections: null in a config that leaves them out, every key in one that sets any. The side without
+#: the section reads as its defaults, so that setting one key shows that key, not every default beside it.
+SECTION_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "fault_injection": FaultInjection().model_dump(mode="json"),
+    "distributed": DistributedConfig().model_dump(mode="json"),
+}
 
 
 def env_changes(baseline: EnvFingerprint, current: EnvFingerprint) -> list[Change]:
@@ -53,7 +61,7 @@ def config_changes(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> l
     A key set to null and a missing key read the same (None): an optional section switched on then shows only
     the leaves it sets, not a null beside each of them.
     """
-    before, after = _flatten({**IMPLIED, **baseline}), _flatten({**IMPLIED, **current})
+    before, after = _flatten(_with_sections(baseline, current)), _flatten(_with_sections(current, baseline))
     keys = [*before, *(k for k in after if k not in before)]
     return [
         Change(field=key, baseline=_render(before.get(key)), current=_render(after.get(key)))
@@ -99,6 +107,16 @@ def _env_fields(env: EnvFingerprint) -> dict[str, str | None]:
     fields = {name: getattr(env, name) for name in (*LIBRARY_FIELDS, *HARDWARE_FIELDS, *OTHER_FIELDS) if name != "gpu"}
     fields["gpu"] = ", ".join(g.name for g in env.gpus) or None
     return {name: None if value is None else str(value) for name, value in fields.items()}
+
+
+def _with_sections(config: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
+    """`config` with the implied keys, and each optional section either side sets filled with its defaults."""
+    filled = {**IMPLIED, **config}
+    for section, defaults in SECTION_DEFAULTS.items():
+        own = filled.get(section)
+        if own is not None or other.get(section) is not None:
+            filled[section] = {**defaults, **(own or {})}
+    return filled
 
 
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -37,6 +37,8 @@ ENV_RULES: Final[dict[str, tuple[tuple[SuspectCategory, float, frozenset[str]], 
     "gpu_driver": (("dependency", 0.25, ANY), ("kernel", 0.15, PERF)),
     "cpu_model": (("dataloader", 0.3, PERF),),
     "cpu_count": (("dataloader", 0.3, PERF),),
+    # On a CPU run every op's parallelism; measured: 1 vs the default 2 threads moved tiny canaries ~10x under load.
+    "torch_threads": (("kernel", 0.8, PERF | FIRST),),
     "python": (("dependency", 0.2, ANY),),
     "canary": (("dependency", 0.2, ANY),),
     "container_image": (("dependency", 0.1, ANY),),
@@ -48,6 +50,11 @@ ENV_SUMMARIES: Final[dict[SuspectCategory, str]] = {
     "kernel": "{field} {b} → {c} brings different compute kernels",
     "communication": "{field} {b} → {c} changes the collectives between GPUs",
     "dataloader": "{field} {b} → {c}: a different CPU feeds the data pipeline",
+}
+#: Fields whose reading is narrower than their category's summary.
+FIELD_SUMMARIES: Final[dict[str, str]] = {
+    "torch_threads": "torch's CPU threads per process {b} → {c} (config cpu_threads): every CPU op runs on a "
+    "different number of cores, and on a shared machine more threads than free cores stall each other",
 }
 
 
@@ -152,11 +159,13 @@ def env_clues(case: Case) -> list[Clue]:
         b, c = change.baseline or "none", change.current or "none"
         if change.field in PIP_PACKAGES:
             bisect = f"pin {change.field}=={b} in a branch and rerun the canary to bisect"
+        elif change.field == "torch_threads":
+            bisect = f"set cpu_threads: {b} in the config (as the baseline ran) and rerun to confirm"
         else:
             bisect = f"rerun with the baseline's {change.field} ({b}) to confirm"
         steps = (bisect, f"read the {change.field} release notes between {b} and {c} for performance changes")
         for category, weight, scope in ENV_RULES.get(change.field, ()):
-            summary = ENV_SUMMARIES[category].format(field=change.field, b=b, c=c)
+            summary = FIELD_SUMMARIES.get(change.field, ENV_SUMMARIES[category]).format(field=change.field, b=b, c=c)
             clues.append(Clue(category, weight, (moved(change),), scope, summary, steps))
     return clues
 

@@ -31,7 +31,7 @@ _SECTIONS: Final = (
     ("data", ("dataset_name", "dataset_split", "dataset_size", "max_length", "max_prompt_length")),
     ("optimisation", ("max_steps", "batch_size", "gradient_accumulation_steps", "learning_rate",
                       "warmup_steps", "seed")),
-    ("processes", ("num_processes",)),
+    ("processes", ("num_processes", "cpu_threads")),
     ("measurement", ("metrics_warmup_steps", "timeout_minutes", "output_dir", "profiler")),
 )  # fmt: skip
 #: Public datasets in the shape each family trains on.

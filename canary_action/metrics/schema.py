@@ -76,6 +76,9 @@ class EnvFingerprint(Record):
     tokenizers: str | None = None
     bitsandbytes: str | None = None
     nccl: str | None = None
+    torch_threads: int | None = Field(
+        None, description="torch's intra-op CPU threads per training process (config cpu_threads; None: unrecorded)."
+    )
     gpu_driver: str | None = None
     gpu_count: int = 0
     gpus: list[GPUInfo] = Field(default_factory=list)

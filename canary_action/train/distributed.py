@@ -69,12 +69,6 @@ def check_launch(config: CommonConfig) -> tuple[bool, list[str]]:
     return on_cuda, warnings
 
 
-def threads_per_process(num_processes: int) -> int:
-    """The CPU cores each rank's intra-op threads get (OMP_NUM_THREADS), so that ranks do not fight for cores."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return max(1, cores // num_processes)
-
-
 def trainer_kwargs(config: CommonConfig, on_cuda: bool) -> dict[str, Any]:
     """TrainingArguments of the configured strategy, for a run of num_processes > 1."""
     dist = settings(config)

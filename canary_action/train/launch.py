@@ -38,6 +38,7 @@ from canary_action.metrics.merge import (
 )
 from canary_action.metrics.summarize import steady_rows, summarize
 from canary_action.train import distributed
+from canary_action.train.placement import cpu_threads
 from canary_action.train.ranks import read_rows, record_path, steps_path
 from canary_action.train.run import RunOutcome, assemble_metrics, family_module, profiler_steps
 from canary_action.train.stages import current_stage, reset_stage, stage
@@ -56,12 +57,14 @@ class LaunchTimeoutError(RuntimeError):
 def launch_canary(loaded: LoadedConfig, run_id: str, run_dir: Path, started: datetime) -> RunOutcome:
     config = loaded.config
     notices, warnings = list(loaded.notices), []
+    threads = cpu_threads(config, on_cuda=config.device == "cuda")  # until the launch check knows
     reset_stage()
     try:
         with stage("preflight"):
             family_module(config.training_type).preflight(config)
             on_cuda, launch_warnings = distributed.check_launch(config)
             warnings += launch_warnings
+            threads = cpu_threads(config, on_cuda=on_cuda)
     except CanaryError as error:
         status = m.Status(
             state="failed", reason="error", stage=current_stage(), exception_type=type(error).__name__,
@@ -69,11 +72,11 @@ def launch_canary(loaded: LoadedConfig, run_id: str, run_dir: Path, started: dat
         )  # fmt: skip
         _write(
             loaded=loaded, run_id=run_id, run_dir=run_dir, started=started, runs=[], status=status,
-            notices=notices, warnings=warnings,
+            notices=notices, warnings=warnings, threads=threads,
         )  # fmt: skip
         raise
     spec_path, accelerate_config = write_launch_files(loaded, run_dir, on_cuda)
-    command = launcher_command(config.num_processes, spec_path, accelerate_config)
+    command = launcher_command(config.num_processes, threads, spec_path, accelerate_config)
     print(f"[{config.name}] launching {config.num_processes} processes: {' '.join(command)}", file=sys.stderr)
     interrupted: BaseException | None = None
     try:
@@ -93,7 +96,7 @@ def launch_canary(loaded: LoadedConfig, run_id: str, run_dir: Path, started: dat
         )
     metrics = _write(
         loaded=loaded, run_id=run_id, run_dir=run_dir, started=started, runs=runs, status=status,
-        notices=notices, warnings=warnings + merge_warnings,
+        notices=notices, warnings=warnings + merge_warnings, threads=threads,
     )  # fmt: skip
     if isinstance(interrupted, KeyboardInterrupt):
         raise interrupted
@@ -132,7 +135,7 @@ def write_launch_files(loaded: LoadedConfig, run_dir: Path, on_cuda: bool) -> tu
     return spec_path, config_path
 
 
-def launcher_command(num_processes: int, spec_path: Path, accelerate_config: Path) -> list[str]:
+def launcher_command(num_processes: int, threads: int, spec_path: Path, accelerate_config: Path) -> list[str]:
     """`accelerate launch` of the worker module, as this interpreter runs it.
 
     --multi_gpu on the CPU too: it is the launcher that starts N local processes (torchrun); `--cpu` starts
@@ -147,7 +150,7 @@ def launcher_command(num_processes: int, spec_path: Path, accelerate_config: Pat
         "--num_processes", str(num_processes),
         "--num_machines", "1",
         "--main_process_port", "0",
-        "--num_cpu_threads_per_process", str(distributed.threads_per_process(num_processes)),
+        "--num_cpu_threads_per_process", str(threads),
         "--mixed_precision", "no",
         "--dynamo_backend", "no",
         "--module", "canary_action.train.worker",
@@ -198,6 +201,7 @@ def _write(
     started: datetime,
     runs: list[RankRun],
     status: m.Status,
+    threads: int,
     notices: list[str],
     warnings: list[str],
 ) -> m.Metrics:
@@ -232,6 +236,7 @@ def _write(
         notices=_unique(notices + (lead.notices if lead else [])),
         warnings=warnings + _rank_warnings(runs),
         distributed_summary=dist_summary,
+        torch_threads=threads,
     )
     write_metrics(metrics, run_dir / "metrics.json")
     return metrics

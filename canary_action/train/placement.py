@@ -7,8 +7,9 @@ crash later: a CUDA config without a visible GPU, 4/8-bit quantization without C
 from __future__ import annotations
 
 import importlib.util
+import os
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
 import torch
 
@@ -20,6 +21,8 @@ GPU_RUNTIME_FIX = (
     "runner (nvidia-ctk runtime configure --runtime=docker --set-as-default), or run the image as a job-level "
     "`container:` with `options: --gpus all`"
 )
+#: torch's own choice (one thread per core), read before any run sets it: `cpu_threads: auto` means this.
+TORCH_DEFAULT_THREADS: Final = torch.get_num_threads()
 
 
 @dataclass(frozen=True)
@@ -79,3 +82,21 @@ def _resolve_dtype(
     resolved: Literal["bf16", "fp16"] = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     notices.append(f"dtype auto resolved to {resolved} (mixed precision, fp32 master weights)")
     return resolved
+
+
+def cpu_threads(config: CommonConfig, *, on_cuda: bool) -> int:
+    """torch's intra-op threads for each training process: on the CPU the config's number; for `auto`, and on
+    a GPU, torch's default with one process and the cores shared out among several (ranks must not fight)."""
+    if config.cpu_threads != "auto" and not on_cuda:
+        return config.cpu_threads
+    if config.num_processes == 1:
+        return TORCH_DEFAULT_THREADS
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return max(1, cores // config.num_processes)
+
+
+def apply_cpu_threads(config: CommonConfig, placement: Placement) -> None:
+    """Set the thread count of a CPU run. On a shared 2-core machine torch's default (one thread per core)
+    ran the tiny canaries 10x slower and far noisier than one thread: docs/benchmarks.md#cpu-threads."""
+    if not placement.on_cuda:
+        torch.set_num_threads(cpu_threads(config, on_cuda=False))

@@ -37,7 +37,7 @@ from canary_action.train import data, distributed
 from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters, TrainingStopped
 from canary_action.train.comm import CommTimer
 from canary_action.train.instrument import instrument
-from canary_action.train.placement import Placement, resolve_placement
+from canary_action.train.placement import Placement, apply_cpu_threads, resolve_placement
 from canary_action.train.probes import DeviceProbe
 from canary_action.train.profiler import ProfilerWindow
 from canary_action.train.progress import ProgressLine
@@ -119,6 +119,7 @@ class CanaryRun:
             if self.rank is not None and config.device != "cpu" and torch.cuda.is_available():
                 torch.cuda.set_device(self.rank.local_rank)  # before placement: each rank measures its own GPU
             self.placement = placement = resolve_placement(config)
+            apply_cpu_threads(config, placement)
             self.notices += placement.notices
             probe = DeviceProbe(placement.device)
             self.warnings += probe.warnings + [f"before training: {w}" for w in probe.health()]
@@ -237,6 +238,7 @@ def assemble_metrics(
     notices: list[str],
     warnings: list[str],
     distributed_summary: m.Distributed | None = None,
+    torch_threads: int | None = None,
 ) -> m.Metrics:
     """metrics.json of a run: its measurements plus identity, environment and the stability findings."""
     finished = datetime.now(UTC)
@@ -262,7 +264,7 @@ def assemble_metrics(
             finished_at=_iso(finished),
             duration_s=(finished - started).total_seconds(),
         ),
-        env=collect_environment(),
+        env=collect_environment(torch_threads=torch_threads),
         workload=workload,
         config=config.model_dump(mode="json"),
         series=series,

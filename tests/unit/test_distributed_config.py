@@ -166,10 +166,11 @@ def test_fsdp_and_deepspeed_reach_the_trainer_arguments() -> None:
 def test_the_launch_is_accelerate_with_our_own_config_file(tmp_path: Path) -> None:
     loaded = parse_config({**TINY, "num_processes": 2}, source="c.yaml")
     spec_path, accelerate_config = write_launch_files(loaded, tmp_path, on_cuda=False)
-    command = launcher_command(2, spec_path, accelerate_config)
+    command = launcher_command(2, 1, spec_path, accelerate_config)
 
     assert command[1:3] == ["-m", "accelerate.commands.launch"]
     assert command[command.index("--num_processes") + 1] == "2"
+    assert command[command.index("--num_cpu_threads_per_process") + 1] == "1"
     assert command[command.index("--main_process_port") + 1] == "0"  # a free port, chosen by accelerate
     assert command[command.index("--config_file") + 1] == str(accelerate_config)  # never the user's default
     assert command[-4:] == ["--module", "canary_action.train.worker", "--spec", str(spec_path)]
