@@ -57,8 +57,10 @@ from canary_action.compare.stats import Sample, compare_levels, judge, prior_rat
 from canary_action.config.thresholds import TIER_STEPS, TIERS, Tier
 
 try:
+    from benchmarks import real_runs
     from benchmarks.noise_fit import fit_regime, read_runs
 except ModuleNotFoundError:  # run as a script: benchmarks/ is on sys.path, the repository root may not be
+    import real_runs  # type: ignore[no-redef]
     from noise_fit import fit_regime, read_runs  # type: ignore[no-redef, import-not-found]
 
 Array = NDArray[np.float64]
@@ -744,6 +746,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--tier", nargs="+", default=list(TIER_NAMES), choices=TIER_NAMES)
     p.add_argument("--baselines", type=int, nargs="+", default=list(BASELINE_COUNTS))
     p.set_defaults(func=cmd_sweep)
+
+    real_runs.add_commands(sub, today, machine)
 
     args = parser.parse_args(argv)
     if args.command == "simulate":

@@ -112,7 +112,7 @@ PAYLOADS: Final = (
 )
 # Closed vocabularies (Literal fields) and numbers: the schema itself refuses anything else there.
 _CLOSED: Final = frozenset({"result_schema_version", "verdict", "tier", "thresholds", "status", "group", "category",
-                            "format", "state", "strategy"})  # fmt: skip
+                            "format", "state", "strategy", "method"})  # fmt: skip
 
 
 def everywhere(result: CompareResult, payload: str) -> CompareResult:

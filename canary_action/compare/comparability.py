@@ -5,8 +5,11 @@ what a step costs: a slower step then says nothing about the pull request, so pe
 `not-comparable` (naming the fields) instead of failing. Library versions are deliberately not on these lists:
 a torch or TRL bump is often exactly the regression to catch, and it becomes evidence for the suspects instead.
 
-Fields a baseline does not record (rlhf-canary 0.1 has no fingerprints) cannot be verified and are not
-counted as differences; the result notes that.
+Unknown is never equal: a field one run records and the other does not is a difference ("unknown"), unless
+allowed with --allow-change. One exception, so that rlhf-canary 0.1 baselines stay usable: 0.1 files record no
+fingerprints, no dtype and few config keys; those fields are taken as the current run's (the loader has checked
+that model and dataset names match, and the result notes the assumption). The device is never assumed: it
+decides what a step time means, and 0.1's is inferred from its environment or is unknown.
 """
 
 from __future__ import annotations
@@ -32,17 +35,27 @@ def _gpus(run: RunData) -> object:
 
 
 def _device_kind(run: RunData) -> object:
-    return run.workload.device.split(":")[0] if run.workload else None
+    return run.device_kind
 
 
 def _strategy(run: RunData) -> object:
-    return run.distributed.strategy if run.distributed is not None else None
+    """ddp, fsdp, deepspeed; "none" for one process; unknown for a multi-process run that left no block."""
+    if run.distributed is not None:
+        return run.distributed.strategy
+    return "none" if run.world_size == 1 else None
 
 
 def _on_cpu(getter: Getter) -> Getter:
     """A CPU figure only matters when the run trained on the CPU."""
     return lambda run: getter(run) if _device_kind(run) == "cpu" else None
 
+
+#: Fields that only mean something when another one is equal (the GPU model on two CUDA runs, the strategy of two
+#: runs of one world size): when that one differs or is unknown, they would only restate it.
+DEPENDS_ON: Final = {
+    "gpu": "device", "gpu_count": "device", "cpu_model": "device", "cpu_count": "device", "strategy": "world_size",
+}  # fmt: skip
+UNKNOWN: Final = "unknown"
 
 #: What a step costs: the hardware and the workload's shape.
 PERF_FIELDS: Final[Fields] = {
@@ -89,14 +102,24 @@ class Split:
 def differences(
     fields: dict[str, Getter], baseline: RunData, current: RunData, allowed: Collection[str]
 ) -> list[Change]:
-    """The fields whose recorded values differ, skipping allowed ones and those either run lacks."""
+    """The fields whose values differ, a value only one run records included; allowed ones skipped."""
     changes = []
     for name, get in fields.items():
         before, after = get(baseline), get(current)
-        if name in allowed or before is None or after is None or before == after:
+        if name in allowed or before == after or not _parent_equal(name, baseline, current):
             continue
+        if before is None and name != "device" and baseline.format == "rlhf-canary-0.1":
+            continue  # not in 0.1's format: assumed (see the module docstring; the result notes it)
         changes.append(Change(field=name, baseline=_text(before), current=_text(after)))
     return changes
+
+
+def _parent_equal(name: str, baseline: RunData, current: RunData) -> bool:
+    parent = DEPENDS_ON.get(name)
+    if parent is None:
+        return True
+    before = PERF_FIELDS[parent](baseline)
+    return before is not None and before == PERF_FIELDS[parent](current)
 
 
 def split(fields: Fields, baselines: Sequence[RunData], current: RunData, allowed: Collection[str]) -> Split:
@@ -117,5 +140,7 @@ def describe(changes: Sequence[Change]) -> str:
 
 
 def _text(value: object) -> str:
+    if value is None:
+        return UNKNOWN
     text = value if isinstance(value, str) else json.dumps(value)
     return text if len(text) <= 24 else text[:12] + "…"  # fingerprints: a prefix is enough to see they differ

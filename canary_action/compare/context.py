@@ -22,6 +22,7 @@ class Context:
     perf: Split
     learning: Split
     thresholds: Thresholds
+    tier: str = "default"
 
     @property
     def learning_severity(self) -> Literal["fail", "warn"]:
@@ -29,18 +30,33 @@ class Context:
 
 
 def skipped(
-    name: str, group: CheckGroup, unit: str, why: str, *, baseline: float | None = None, current: float | None = None
+    name: str,
+    group: CheckGroup,
+    unit: str,
+    why: str,
+    *,
+    baseline: float | None = None,
+    current: float | None = None,
+    fix: str | None = None,
 ) -> Check:
-    return Check(name=name, group=group, status="skip", unit=unit, message=why, baseline=baseline, current=current)
+    """A check that was not judged. With `fix` (what would let it be judged) it was asked for, and the verdict
+    can be neutral at best; without, it does not apply to this run (no CUDA memory on a CPU...)."""
+    return Check(
+        name=name, group=group, status="skip", unit=unit, message=why, baseline=baseline, current=current, fix=fix
+    )
 
 
 def not_comparable(name: str, group: CheckGroup, unit: str, split: Split) -> Check:
+    fields = [c.field for c in split.differences]
     return Check(
         name=name,
         group=group,
         status="not-comparable",
         unit=unit,
         message=f"not comparable with the baseline: {describe(split.differences)}",
+        fix=f"compare with baselines recorded with the same {', '.join(fields)}, or pass "
+        + " ".join(f"--allow-change {f}" for f in fields)
+        + " if the difference is intended",
     )
 
 

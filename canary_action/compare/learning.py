@@ -5,11 +5,13 @@
   step when there are several). Only meaningful for the same model, data, order and seed: learning
   comparability.
 - tail_loss: the mean loss over the last 10 % of steps (not the whole-run mean, which the first steps
-  dominate), against the baselines'.
+  dominate), against the baselines'. The tail ends at the last step every run logged: a run that stopped
+  early is compared with the baselines' same steps, not with the end of their training.
 - algorithm metrics: DPO reward accuracy and margin, GRPO/RLOO/PPO mean reward and KL, tail means.
 
 Learning checks warn by default (a changed loss may be the point of the pull request); `fail_on_learning`
-makes them fail.
+makes them fail. A run the non-finite guard stopped is judged by nan_steps / inf_steps alone: its learning
+figures would only restate the stop.
 """
 
 from __future__ import annotations
@@ -55,12 +57,27 @@ class Band:
 
 def learning_checks(ctx: Context, band: Band | None) -> list[Check]:
     """The learning checks; `band` is `loss_band` over the learning baselines (computed once: charts use it too)."""
-    checks = [_loss_curve(ctx, band), _tail_loss(ctx)]
-    for name, keys, worse in ALGO_METRICS:
-        key = next((k for k in keys if k in ctx.current.algo), None)
-        if key is not None:
-            checks.append(_algo(ctx, name, key, worse))
-    return checks
+    algos = [(name, key, worse) for name, keys, worse in ALGO_METRICS if (key := _logged(ctx.current, keys))]
+    status = ctx.current.status
+    if status.state == "stopped_early" and status.reason == "non_finite":
+        at = f" at step {status.step}" if status.step is not None else ""
+        why = f"the run stopped{at} on a non-finite value: nan_steps / inf_steps judge it, not its side effects"
+        names = [("loss_curve", "% of steps"), ("tail_loss", "loss"), *((name, "") for name, _, _ in algos)]
+        return [skipped(name, "learning", unit, why) for name, unit in names]
+    end = _common_end(ctx)
+    return [_loss_curve(ctx, band), _tail_loss(ctx, end), *(_algo(ctx, n, k, w, end) for n, k, w in algos)]
+
+
+def _logged(run: RunData, keys: Sequence[str]) -> str | None:
+    return next((k for k in keys if k in run.algo), None)
+
+
+def _common_end(ctx: Context) -> int | None:
+    """The last step every run logged (the current one and the per-step learning baselines); None when they all
+    end at the same step."""
+    runs = [ctx.current, *(b for b in ctx.learning.usable if b.format == "v1")]
+    ends = [max(r.loss_steps) for r in runs if r.loss_steps]
+    return min(ends) if ends and min(ends) < max(ends) else None
 
 
 def loss_band(current: RunData, baselines: Sequence[RunData], tolerance_pct: float, k: float) -> Band | None:
@@ -120,38 +137,38 @@ def _loss_curve(ctx: Context, band: Band | None) -> Check:
     )
 
 
-def _tail_loss(ctx: Context) -> Check:
+def _tail_loss(ctx: Context, end: int | None) -> Check:
     name, unit = "tail_loss", "loss"
-    current = ctx.current.tail_mean_loss
+    current = _tail_mean(ctx.current, ctx.current.losses, end)
     if current is None:
         return skipped(name, "learning", unit, "no finite loss in this run")
     blocked = _blocked(ctx, name, unit, ctx.learning.usable, current)
     if blocked:
         return blocked
-    values = [v for b in ctx.learning.usable if (v := b.tail_mean_loss) is not None]
+    values = [v for b in ctx.learning.usable if (v := _tail_mean(b, b.losses, end)) is not None]
     if not values:
         legacy = all(b.format == "rlhf-canary-0.1" for b in ctx.learning.usable)
         why = "rlhf-canary 0.1 baselines keep no per-step losses" if legacy else "no finite loss in the baseline"
         return skipped(name, "learning", unit, why, current=current)
     floor = statistics.median([_start(b) for b in ctx.learning.usable])
     limit = ctx.thresholds.max_loss_increase_pct
-    return _judge_level(ctx, name, unit, current, values, scale=floor, worse="higher", limit_pct=limit)
+    return _judge_level(ctx, name, unit, current, values, scale=floor, worse="higher", limit_pct=limit, end=end)
 
 
-def _algo(ctx: Context, name: str, key: str, worse: Literal["higher", "lower"]) -> Check:
-    current = _tail_mean(ctx.current.algo[key])
+def _algo(ctx: Context, name: str, key: str, worse: Literal["higher", "lower"], end: int | None) -> Check:
+    current = _tail_mean(ctx.current, ctx.current.algo[key], end)
     if current is None:
         return skipped(name, "learning", "", f"{key} was never finite")
     blocked = _blocked(ctx, name, "", ctx.learning.usable, current)
     if blocked:
         return blocked
-    logged = [b.algo[key] for b in ctx.learning.usable if key in b.algo]
-    values = [v for series in logged if (v := _tail_mean(series)) is not None]
+    logged = [(b, b.algo[key]) for b in ctx.learning.usable if key in b.algo]
+    values = [v for b, series in logged if (v := _tail_mean(b, series, end)) is not None]
     if not values:
         return skipped(name, "learning", "", f"the baseline did not log {key}", current=current)
-    scale = max((abs(v) for series in logged for v in series if v is not None and math.isfinite(v)), default=0.0)
+    scale = max((abs(v) for _, series in logged for v in series if v is not None and math.isfinite(v)), default=0.0)
     limit = ctx.thresholds.max_algo_metric_change_pct
-    return _judge_level(ctx, name, "", current, values, scale=scale, worse=worse, limit_pct=limit)
+    return _judge_level(ctx, name, "", current, values, scale=scale, worse=worse, limit_pct=limit, end=end)
 
 
 def _judge_level(
@@ -164,6 +181,7 @@ def _judge_level(
     scale: float,
     worse: str,
     limit_pct: float,
+    end: int | None,
 ) -> Check:
     """Worse by more than limit_pct of max(|baseline|, 10 % of the figure's scale), and beyond the noise."""
     base = statistics.fmean(values)
@@ -185,7 +203,8 @@ def _judge_level(
         threshold_unit=unit or "abs",
         threshold_note=f"{limit_pct:g} % of the baseline (tail mean over the last 10 % of steps), "
         f"{'lower' if worse == 'lower' else 'higher'} is worse",
-        message=f"{name.replace('_', ' ')} {base:.4g} → {current:.4g} (tail mean)",
+        message=f"{name.replace('_', ' ')} {base:.4g} → {current:.4g} (tail mean"
+        + (f", steps up to {end}, the last every run logged)" if end is not None else ")"),
     )
 
 
@@ -213,6 +232,9 @@ def _start(run: RunData) -> float:
     return abs(statistics.median(finite)) if finite else 0.0
 
 
-def _tail_mean(values: Sequence[float | None]) -> float | None:
-    tail = [v for v in values[-max(5, math.ceil(0.1 * len(values))) :] if v is not None and math.isfinite(v)]
-    return statistics.fmean(tail) if tail else None
+def _tail_mean(run: RunData, values: Sequence[float | None], end: int | None) -> float | None:
+    """The mean of the last 10 % (at least 5) of the values logged up to step `end` (None: every step)."""
+    rows = [i for i, s in enumerate(run.loss_steps) if end is None or s <= end]
+    tail = rows[-max(5, math.ceil(0.1 * len(rows))) :]
+    finite = [v for i in tail if i < len(values) and (v := values[i]) is not None and math.isfinite(v)]
+    return statistics.fmean(finite) if finite else None

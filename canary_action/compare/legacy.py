@@ -189,6 +189,7 @@ def _to_run(doc: LegacyMetrics, source: str) -> RunData:
         status=_status(doc.status),
         env=_env(doc.env),
         workload=None,  # 0.1 fingerprinted neither the model nor the data
+        device_kind=_device_kind(doc.env),
         config=doc.config.model_dump(),
         # A completed 0.1 run ran max_steps; otherwise only the timed steps are known to have run.
         num_steps=doc.config.max_steps if doc.status == "completed" else timing.count,
@@ -209,6 +210,14 @@ def _to_run(doc: LegacyMetrics, source: str) -> RunData:
         profiler_steps=None,  # 0.1's files keep no profiler window: per-step op times cannot be formed
         distributed=None,  # 0.1 trained in one process: world size 1
     )
+
+
+def _device_kind(env: LegacyEnv) -> str | None:
+    """0.1 recorded no device, only whether CUDA was there: without it the run was on the CPU; with it and a
+    named GPU, 0.1's trainer used that GPU; CUDA without a GPU name leaves the device unknown."""
+    if not env.cuda_available:
+        return "cpu"
+    return "cuda" if env.gpu_name else None
 
 
 def _status(state: str) -> Status:

@@ -13,6 +13,12 @@ from canary_action.compare.runs import RunData
 from canary_action.compare.stats import Effect, Sample, compare_levels, judge, prior_ratio
 
 TOKENS_PER_STEP_SAME = 0.005  # within 0.5 %: the same batches, so tokens/s is step time in other units
+#: Steps a run needs beyond min_step_count: room for the warm-up cut (the fix a skipped perf check names).
+WARMUP_ROOM = 10
+
+
+def steps_needed(min_step_count: int) -> int:
+    return min_step_count + WARMUP_ROOM
 
 
 def perf_checks(ctx: Context) -> tuple[list[Check], Effect | None]:
@@ -43,14 +49,23 @@ def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
         return blocked, None
     effect = step_time_effect(ctx.current, ctx.perf.usable)
     if effect is None:
-        return skipped(name, "perf", unit, "no steady-state step times in the baseline"), None
+        why = "no steady-state step times in the baseline"
+        return skipped(name, "perf", unit, why, fix="record a new baseline with this release's `canary run`"), None
     check = judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median)
     return check, effect
 
 
 def _tokens_per_sec(ctx: Context, step_time: Check) -> Check:
-    """Judged when the tokens per step changed (packing, truncation, an allowed max_length change)."""
+    """Judged when the tokens per step changed (packing, truncation, an allowed max_length change).
+
+    One cause, one verdict: with the same tokens per step (same steps, same batches) tokens/s is step_time in
+    other units, judged there; and when step_time failed, a tokens/s failure restates it and only warns.
+    """
     name, unit, limit = "tokens_per_sec", "tok/s", ctx.thresholds.max_tps_drop_pct
+    same = _same_tokens_per_step(ctx.current, [b for b in ctx.perf.usable if b.tokens_per_s_measured])
+    if same:
+        why = f"same tokens per step ({same:,.0f}) on the same steps, so tokens/s mirrors step_time: judged there"
+        return skipped(name, "perf", unit, why, current=ctx.current.tokens_per_s)
     blocked = _blocked(ctx, name, unit, len(ctx.current.steady_tokens or []))
     if blocked:
         return blocked
@@ -64,12 +79,9 @@ def _tokens_per_sec(ctx: Context, step_time: Check) -> Check:
         return skipped(name, "perf", unit, "tokens were not counted per step", current=ctx.current.tokens_per_s)
     effect = compare_levels(own, samples, ratio=device_ratio(ctx.current))
     check = judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
-    same = _same_tokens_per_step(ctx.current, measured)
-    if same and step_time.status != "skip":
-        # One cause, one verdict: with the same tokens per step this is step_time in other units, and judging
-        # it again would fail a pull request twice (or under a limit the user did not set for step time).
-        message = f"{check.message}; same tokens per step ({same:,.0f}), so this mirrors step_time"
-        return check.model_copy(update={"status": "skip", "message": message})
+    if check.status == "fail" and step_time.status == "fail":
+        message = f"{check.message}; the slower steps that failed step_time, restated: a warning here"
+        return check.model_copy(update={"status": "warn", "message": message})
     return check
 
 
@@ -112,7 +124,7 @@ def _points(ctx: Context, name: str, get: Callable[[RunData], float | None], lim
     status = "warn" if worse * (current - base) > allowed else "pass"
     return Check(
         name=name, group="perf", status=status, unit="%", baseline=base, current=current, delta=current - base,
-        delta_pct=pct(current - base, base), threshold=allowed, threshold_unit="pp",
+        delta_pct=pct(current - base, base), threshold=worse * allowed, threshold_unit="pp",
         threshold_note=_widened_note(limit, allowed, len(values)) if allowed > limit else None,
         message=f"{name.replace('_', ' ')} {base:.1f} % → {current:.1f} % ({current - base:+.1f} points)",
     )  # fmt: skip
@@ -140,7 +152,7 @@ def judged(
         delta=current - base if current is not None and base is not None else None,
         delta_pct=effect.delta_pct,
         interval=Interval(low=effect.low_pct, high=effect.high_pct),
-        threshold=decision.limit_pct,
+        threshold=decision.limit_pct if worse == "higher" else -decision.limit_pct,
         threshold_unit="%",
         threshold_note=_noise_note(effect, limit, decision.limit_pct, ctx.thresholds.run_spread_k)
         if decision.widened
@@ -163,9 +175,11 @@ def _widened_note(limit: float, applied: float, n: int) -> str:
 
 
 def _blocked(ctx: Context, name: str, unit: str, num_steady: int) -> Check | None:
-    if num_steady < ctx.thresholds.min_step_count:
-        why = f"{num_steady} steady-state steps, fewer than min_step_count ({ctx.thresholds.min_step_count})"
-        return skipped(name, "perf", unit, why)
+    least = ctx.thresholds.min_step_count
+    if num_steady < least:
+        why = f"{num_steady} steady-state steps, fewer than min_step_count ({least})"
+        fix = f"run at least {steps_needed(least)} steps (max_steps) for the {ctx.tier} tier, or lower min_step_count"
+        return skipped(name, "perf", unit, why, fix=fix)
     return None if ctx.perf.usable else _unusable(ctx, name, unit, None)
 
 

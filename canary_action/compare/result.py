@@ -48,10 +48,19 @@ class Check(Record):
     delta: float | None = Field(None, description="current - baseline, in `unit`.")
     delta_pct: float | None = Field(None, description="Relative change in percent (+7.9 = 7.9 % higher).")
     interval: Interval | None = Field(None, description="Confidence interval of delta_pct, for statistical checks.")
-    threshold: float | None = Field(None, description="The limit applied (after widening), in threshold_unit.")
+    threshold: float | None = Field(
+        None,
+        description="The limit applied (after widening), in threshold_unit, signed like the change it bounds: "
+        "+10 for a 10 % growth limit, -5 for a 5 % drop limit.",
+    )
     threshold_unit: str = Field("", description="%, MiB, pp (percentage points), steps...")
     threshold_note: str | None = Field(None, description="Why the limit differs from the tier's (widening).")
     message: str = Field(description="One line: what was found, in words.")
+    fix: str | None = Field(
+        None,
+        description="Set when the check was asked for but not judged (skip, not-comparable): what to change so "
+        "that it can be. Such a check makes a verdict neutral at best, never pass.",
+    )
 
 
 class Suspect(Record):
@@ -86,6 +95,15 @@ class Comparability(Record):
     differences: list[Change] = Field(default_factory=list, description="Workload/hardware fields that differ.")
     allowed: list[str] = Field(default_factory=list, description="Differing fields the user allowed (--allow-change).")
     excluded_baselines: list[str] = Field(default_factory=list, description="Baseline run ids left out, with why.")
+
+
+class Warmup(Record):
+    """The leading steps left out of every run's step times: one cut for all, so that the runs compare the same
+    steps (each run's own detected warm-up differs by chance)."""
+
+    steps: int = Field(description="Steps 1..steps of every run were left out of the steady-state figures.")
+    method: Literal["auto", "fixed"]
+    note: str = Field(description="How the cut was chosen, in words.")
 
 
 class Noise(Record):
@@ -136,6 +154,7 @@ class CompareResult(Record):
     suspects: list[Suspect]
     comparability: Comparability
     noise: Noise | None
+    warmup: Warmup | None = Field(None, description="The warm-up cut applied to every run (None: no step times).")
     env_changes: list[Change] = Field(default_factory=list)
     config_changes: list[Change] = Field(default_factory=list)
     op_changes: list[OpChange] = Field(default_factory=list)

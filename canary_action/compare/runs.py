@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from canary_action.compare.result import RunFormat, RunRef
 from canary_action.metrics import schema
@@ -34,6 +35,8 @@ class RunData:
     status: Status
     env: EnvFingerprint
     workload: Workload | None
+    device_kind: str | None
+    """cpu or cuda: what the run trained on; None when its file does not say."""
     config: Mapping[str, Any]
     num_steps: int
     steady_step_times: list[float] | None = None
@@ -82,6 +85,12 @@ class RunData:
     """Per rank, its compute time (step minus collectives) on each of steady_rows; empty when not recorded."""
     steady_rank_comm: Mapping[int, list[float | None]] = field(default_factory=dict)
     """Per rank, its time in gradient collectives (waiting for slower ranks included) on each of steady_rows."""
+    warmup_steps: int = 0
+    """Leading rows left out of the steady figures above (the run's own cut, or the comparison's: `recut`)."""
+    warmup_method: Literal["auto", "fixed"] | None = None
+    """How the run's own summary chose its cut; None where the format keeps no per-step times."""
+    metrics: Metrics | None = field(default=None, repr=False, compare=False)
+    """The record behind this view (schema 1), so that a comparison can cut every run the same way."""
 
     @property
     def world_size(self) -> int:
@@ -130,8 +139,16 @@ class RunData:
         )
 
 
-def from_metrics(metrics: Metrics, source: str) -> RunData:
-    """The view of a schema-1 metrics.json. Steady rows follow the summary's warm-up cut and profiler window."""
+def recut(run: RunData, warmup_steps: int) -> RunData:
+    """The same run with its first `warmup_steps` rows left out of the steady figures instead of its own cut."""
+    if run.metrics is None or warmup_steps == run.warmup_steps:
+        return run
+    return from_metrics(run.metrics, run.source, warmup_steps=warmup_steps)
+
+
+def from_metrics(metrics: Metrics, source: str, *, warmup_steps: int | None = None) -> RunData:
+    """The view of a schema-1 metrics.json. Steady rows follow the summary's warm-up cut (or `warmup_steps`,
+    when given, with the steady figures recomputed) and leave out the profiler window."""
     series = metrics.series
     n = len(series.get(schema.STEP, []))
     raw_steps = _col(series, schema.STEP, n)
@@ -139,7 +156,9 @@ def from_metrics(metrics: Metrics, source: str) -> RunData:
     summary = metrics.summary
     times = _col(series, schema.STEP_TIME_S, n)
     tokens = _col(series, schema.NUM_TOKENS, n)
-    steady_rows = _steady_rows(metrics, steps)
+    own_cut = summary.warmup_steps if summary else 0
+    cut = own_cut if warmup_steps is None else min(warmup_steps, n)
+    steady_rows = _steady_rows(metrics, steps, cut)
     timed_rows = [i for i in steady_rows if (t := times[i]) is not None and _ok(t)]
     steady = [(times_i, tokens[i]) for i in timed_rows if (times_i := times[i]) is not None]
     steady_tokens = [k for _, k in steady if k is not None]
@@ -148,6 +167,12 @@ def from_metrics(metrics: Metrics, source: str) -> RunData:
     timing = summary.step_time_s if summary else None
     window = metrics.profiler
     compute, comm = _rank_columns(series, timed_rows) if metrics.distributed is not None else ({}, {})
+    median, mean, rate = (timing.median, timing.mean, summary.tokens_per_s) if timing and summary else (None,) * 3
+    if cut != own_cut:  # the summary's figures describe its own cut: recompute them on these steady steps
+        kept = [t for t, _ in steady]
+        median = statistics.median(kept) if kept else None
+        mean = statistics.fmean(kept) if kept else None
+        rate = sum(steady_tokens) / sum(kept) if kept and len(steady_tokens) == len(kept) and sum(kept) else None
     return RunData(
         source=source,
         format="v1",
@@ -159,15 +184,16 @@ def from_metrics(metrics: Metrics, source: str) -> RunData:
         status=metrics.status,
         env=metrics.env,
         workload=metrics.workload,
+        device_kind=metrics.workload.device.split(":")[0] if metrics.workload else None,
         config=metrics.config,
         num_steps=n,
         steady_step_times=[t for t, _ in steady] or None,
         steady_rows=timed_rows or None,
         steady_tokens=steady_tokens if steady and len(steady_tokens) == len(steady) else None,
-        step_time_median=timing.median if timing else None,
-        step_time_mean=timing.mean if timing else None,
+        step_time_median=median,
+        step_time_mean=mean,
         first_step_time_s=summary.first_step_time_s if summary else None,
-        tokens_per_s=summary.tokens_per_s if summary else None,
+        tokens_per_s=rate,
         peak_allocated_mib=summary.peak_allocated_mib if summary else None,
         peak_reserved_mib=summary.peak_reserved_mib if summary else None,
         gpu_utilization_pct=summary.gpu_utilization_mean_pct if summary else None,
@@ -193,6 +219,9 @@ def from_metrics(metrics: Metrics, source: str) -> RunData:
         distributed=metrics.distributed,
         steady_rank_compute=compute,
         steady_rank_comm=comm,
+        warmup_steps=cut,
+        warmup_method=summary.warmup_method if summary else None,
+        metrics=metrics,
     )
 
 
@@ -208,16 +237,13 @@ def _rank_columns(
     return dict(sorted(found["compute_s"].items())), dict(sorted(found["comm_s"].items()))
 
 
-def _steady_rows(metrics: Metrics, steps: Sequence[int]) -> list[int]:
-    summary = metrics.summary
-    if summary is None:
+def _steady_rows(metrics: Metrics, steps: Sequence[int], cut: int) -> list[int]:
+    if metrics.summary is None:
         return []
     flagged = metrics.series.get(schema.IN_PROFILER_WINDOW) or [None] * len(steps)
     window = range(metrics.profiler.start_step, metrics.profiler.end_step + 1) if metrics.profiler else range(0)
     return [
-        i
-        for i in range(summary.warmup_steps, len(steps))
-        if steps[i] not in window and not (flagged[i] is not None and flagged[i] != 0)
+        i for i in range(cut, len(steps)) if steps[i] not in window and not (flagged[i] is not None and flagged[i] != 0)
     ]
 
 

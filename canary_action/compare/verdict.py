@@ -1,15 +1,17 @@
 """The comparison, end to end: comparability, checks, suspects, the verdict. Pure data in, data out.
 
 Verdicts: `crashed` when the current run failed (the measured part is still judged and reported);
-`regression` when any check fails; `neutral` when nothing failed but the perf checks could not be judged
-(no baseline yet, or not comparable); `pass` otherwise.
+`regression` when any check fails; `neutral` when nothing failed but a check that was asked for could not be
+judged (no baseline yet, not comparable, too few steady steps for the tier...: each such check carries a `fix`);
+`pass` only when every check that applies to the run was judged and none failed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 
-from canary_action.compare import curves
+from canary_action.compare import curves, window
 from canary_action.compare.comparability import LEARNING_FIELDS, PERF_FIELDS, describe, split
 from canary_action.compare.context import Context
 from canary_action.compare.diff import config_changes, env_changes, op_changes
@@ -41,7 +43,10 @@ def compare(
     """Judge `current` against `baselines` (newest first; may be empty: stability is judged alone)."""
     perf = split(PERF_FIELDS, baselines, current, allowed)
     learning = split(LEARNING_FIELDS, baselines, current, allowed)
-    ctx = Context(current=current, baselines=baselines, perf=perf, learning=learning, thresholds=thresholds)
+    warmup = window.common_warmup([current, *perf.usable], thresholds.min_step_count)
+    current, *usable = window.apply([current, *perf.usable], warmup)
+    perf = replace(perf, usable=usable)
+    ctx = Context(current=current, baselines=baselines, perf=perf, learning=learning, thresholds=thresholds, tier=tier)
     perf_results, effect = perf_checks(ctx)
     t = thresholds
     band = loss_band(current, curve_baselines(ctx), t.loss_curve_tolerance_pct, t.run_spread_k)
@@ -63,7 +68,10 @@ def compare(
     verdict, reason = _verdict(current, baselines, checks, describe(perf.differences))
     all_notes = [f"measurement quality: {w}" for w in current.measurement_warnings] + list(notes)
     if any(b.format == "rlhf-canary-0.1" for b in baselines):
-        all_notes.append("an rlhf-canary 0.1 baseline has no per-step samples or fingerprints: see docs/baselines.md")
+        all_notes.append(
+            "an rlhf-canary 0.1 baseline has no per-step samples or fingerprints: its model, dataset and dtype and "
+            "the config keys it lacks were taken as this run's (its device was not): see docs/baselines.md"
+        )
     return CompareResult(
         verdict=verdict,
         reason=reason,
@@ -81,6 +89,7 @@ def compare(
             excluded_baselines=perf.excluded,
         ),
         noise=_noise(effect, thresholds),
+        warmup=warmup,
         env_changes=env,
         config_changes=config,
         op_changes=ops,
@@ -106,12 +115,20 @@ def _verdict(
         return "neutral", NO_BASELINE
     if differs:
         return "neutral", f"not comparable with the baseline ({differs}): perf and memory were not judged"
+    unjudged = [c for c in checks if c.fix is not None and c.status in ("skip", "not-comparable")]
+    if unjudged:
+        names = ", ".join(c.name for c in unjudged)
+        first = unjudged[0]
+        return "neutral", f"not judged, so no pass: {names} ({first.message}; {first.fix})"
     warned = [c.name for c in checks if c.status == "warn"]
+    idle = [c.name for c in checks if c.status == "skip"]
+    does_not_apply = f"; {len(idle)} did not apply to this run ({', '.join(idle)})" if idle else ""
     return (
         "pass",
         f"no check failed ({len(warned)} warning{'s' if len(warned) != 1 else ''}: {', '.join(warned)})"
+        + does_not_apply
         if warned
-        else "every check passed",
+        else "every check that applies passed" + does_not_apply,
     )
 
 

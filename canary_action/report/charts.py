@@ -49,13 +49,28 @@ def mermaid(curve: Curve, title: str, unit: str) -> str | None:
     return "\n".join(body)
 
 
-def without_warmup(curve: Curve) -> tuple[Curve, int]:
-    """The curve less its leading warm-up points (at most a quarter of them), and how many were left out.
+def without_warmup(curve: Curve, last_warmup_step: int | None = None) -> tuple[Curve, int]:
+    """The curve less its leading warm-up points, and how many were left out.
 
-    A point is warm-up while this run's value, or the baselines' median, is over WARMUP_FACTOR times that line's
-    median over the curve's second half. The first-step check judges those steps; the charts show the rest.
+    With `last_warmup_step` (the comparison's cut, result.warmup) the points up to that step go, so the chart
+    shows the steps that were judged. Without it (an older result), a point is warm-up while this run's value, or
+    the baselines' median, is over WARMUP_FACTOR times that line's median over the curve's second half, for at
+    most a quarter of the points. The first-step check judges those steps; the charts show the rest.
     """
     n = len(curve.current)
+    cut = 0
+    if last_warmup_step is not None:
+        cut = next((i for i, step in enumerate(curve.steps) if step > last_warmup_step), n)
+        cut = cut if cut < n else 0  # nothing would be left: draw it all
+    else:
+        cut = _detected(curve, n)
+    if not cut:
+        return curve, 0
+    fields = ("steps", "current", "baseline_low", "baseline_mid", "baseline_high")
+    return curve.model_copy(update={f: getattr(curve, f)[cut:] for f in fields}), cut
+
+
+def _detected(curve: Curve, n: int) -> int:
     cut = 0
     lines = [line for line in (curve.current, curve.baseline_mid) if len(line) == n]
     levels = [_median([v for v in line[n // 2 :] if v is not None and math.isfinite(v)]) for line in lines]
@@ -64,10 +79,7 @@ def without_warmup(curve: Curve) -> tuple[Curve, int]:
         for line, level in zip(lines, levels, strict=True)
     ):
         cut += 1
-    if not cut:
-        return curve, 0
-    fields = ("steps", "current", "baseline_low", "baseline_mid", "baseline_high")
-    return curve.model_copy(update={f: getattr(curve, f)[cut:] for f in fields}), cut
+    return cut
 
 
 def sparkline(values: Sequence[float | None], points: int = SPARK_POINTS, *, also: Sequence[float | None] = ()) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from canary_action.compare.result import Change, Check, CompareResult, Curve, OpChange, RunRef, Suspect
+from canary_action.compare.result import Change, Check, CompareResult, Curve, OpChange, RunRef, Suspect, Warmup
 from canary_action.metrics import schema
 from canary_action.metrics.schema import Distributed, RankSummary
 from canary_action.report import charts
@@ -110,6 +110,11 @@ class ReportView:
     facts: list[Md]
     links: list[Md]
     notes: list[Md]
+    unjudged: list[Md]
+    """Each check that was asked for but not judged, with why and the fix (what keeps a verdict from pass)."""
+    why: list[Md]
+    """How the checks were judged, in words: each widened limit with its reason, the warm-up cut, the checks
+    that do not apply to this run."""
     show_charts: bool = True
     show_step_detail: bool = True
     show_env: bool = True
@@ -137,16 +142,20 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
     failed = sum(1 for c in result.checks if c.status == "fail")
     warned = sum(1 for c in result.checks if c.status == "warn")
     passed = sum(1 for c in result.checks if c.status == "pass")
-    others = len(result.checks) - failed - warned - passed
+    unjudged = sum(1 for c in result.checks if c.status in ("skip", "not-comparable") and c.fix is not None)
+    idle = len(result.checks) - failed - warned - passed - unjudged
     config_name = result.current.config_name
     top = result.suspects[0] if result.suspects else None
-    chart_list = [c for c in (_chart(curve) for curve in result.curves) if c is not None]
+    chart_list = [c for c in (_chart(curve, result.warmup) for curve in result.curves) if c is not None]
     header, rows = _step_detail(result.curves)
     return ReportView(
         marker=Md(sticky_marker(result.current.config_name)),
         title=Md(f"{VERDICT_ICONS[result.verdict]} rlhf-canary **{result.verdict}** — `{_code(config_name)}`"),
         reason=text(result.reason, 400),
-        counts=Md(f"{failed} failed · {warned} warned · {passed} passed · {others} not judged"),
+        counts=Md(
+            f"{failed} failed · {warned} warned · {passed} passed · {unjudged} not judged"
+            + (f" · {idle} not applicable" if idle else "")
+        ),
         checks=[_row(c) for c in result.checks],
         top_suspect=Md(f"Most likely cause: **{top.category}** ({100 * top.confidence:.0f} %)") if top else None,
         suspects=[_suspect(i, s) for i, s in enumerate(result.suspects[:MAX_SUSPECTS_SHOWN], 1)],
@@ -158,9 +167,29 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
         facts=_facts(result),
         links=[m for m in _links(links) if m is not None],
         notes=[text(n, 300) for n in result.notes],
+        unjudged=[
+            Md(f"**{text(c.name, 60)}** not judged: {text(c.message, 300)}. Fix: {text(c.fix, 300)}.")
+            for c in result.checks
+            if c.fix is not None and c.status in ("skip", "not-comparable")
+        ],
+        why=_why(result),
         how_to_baseline=None if result.baselines else _yaml_block(links.baseline_snippet),
         ranks=_ranks(result.current.distributed),
     )
+
+
+def _why(result: CompareResult) -> list[Md]:
+    lines = []
+    for c in result.checks:
+        if c.threshold_note is not None and c.threshold_note.startswith("widened"):
+            lines.append(Md(f"**{text(c.name, 60)}** limit {text(c.threshold_note, 300)}."))
+    if result.warmup is not None:
+        lines.append(Md(f"Warm-up: {text(result.warmup.note, 300)}."))
+    idle = [c for c in result.checks if c.status == "skip" and c.fix is None]
+    if idle:
+        parts = ", ".join(f"{text(c.name, 60)} ({text(c.message, 160)})" for c in idle)
+        lines.append(Md(f"Skipped, not applicable to this run: {parts}."))
+    return lines
 
 
 def _row(check: Check) -> CheckRow:
@@ -194,15 +223,16 @@ def _change(check: Check) -> Md:
 def _threshold(check: Check) -> Md:
     if check.threshold is None:
         return Md("—")
-    # Growth limits read "+10 %"; a learning limit is an allowed change in either named direction: "Δ 0.2".
+    # Limits read like the change they bound: "+10 %" for growth, a minus sign for a drop; a learning limit is an
+    # allowed change in either named direction: "Δ 0.2".
     sign = (
-        "+"
+        ("−" if check.threshold < 0 else "+")
         if check.threshold_unit in ("%", "MiB", "pp")
         else "Δ "
         if check.group == "learning" and check.threshold_unit != "% of steps"
         else ""
     )
-    out = f"{sign}{_number(check.threshold)} {text(check.threshold_unit, 20)}".rstrip()
+    out = f"{sign}{_number(abs(check.threshold))} {text(check.threshold_unit, 20)}".rstrip()
     return Md(out + (" (widened)" if check.threshold_note and check.threshold_note.startswith("widened") else ""))
 
 
@@ -240,10 +270,10 @@ def _suspect(rank: int, suspect: Suspect) -> SuspectView:
     )
 
 
-def _chart(curve: Curve) -> Chart | None:
+def _chart(curve: Curve, warmup: Warmup | None) -> Chart | None:
     title, unit = CURVES.get(curve.name, (curve.name, ""))
     if curve.name == schema.STEP_TIME_S:
-        curve, cut = charts.without_warmup(curve)
+        curve, cut = charts.without_warmup(curve, warmup.steps if warmup is not None else None)
         if cut:
             title += f" (from step {curve.steps[0]}: warm-up left out)"
     current = charts.sparkline(curve.current, also=curve.baseline_mid)

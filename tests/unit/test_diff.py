@@ -85,7 +85,17 @@ def test_a_key_in_one_config_only_shows_none_on_the_other_side() -> None:
 def test_null_and_missing_read_the_same() -> None:
     assert config_changes({"tokenizer_name": None}, {}) == []
     changes = config_changes({"fault_injection": None}, {"fault_injection": {"sleep_s_per_step": 0.05, "x": None}})
-    assert [(c.field, c.baseline, c.current) for c in changes] == [("fault_injection.sleep_s_per_step", None, "0.05")]
+    assert [(c.field, c.baseline, c.current) for c in changes] == [("fault_injection.sleep_s_per_step", "0.0", "0.05")]
+
+
+def test_a_section_switched_on_shows_only_the_keys_set_away_from_their_defaults() -> None:
+    # Issue 12: one planted NaN made slow_rank_sleep_s "none → 0.05" appear as a change, and as evidence.
+    resolved = {"nan_loss_at_step": 5, "crash_at_step": None, "sleep_s_per_step": 0.0, "slow_rank": None,
+                "slow_rank_sleep_s": 0.05}  # fmt: skip
+    changes = config_changes({"lr": 1, "fault_injection": None}, {"lr": 1, "fault_injection": resolved})
+    assert [(c.field, c.baseline, c.current) for c in changes] == [("fault_injection.nan_loss_at_step", None, "5")]
+    back = config_changes({"distributed": {"strategy": "ddp"}}, {"distributed": None})
+    assert back == []  # the defaults on both sides: nothing moved
 
 
 def test_values_render_compactly_and_are_clipped() -> None:

@@ -27,7 +27,8 @@ from tests.report_cases import HOSTILE_FIXTURE, LINKS, OUR_URLS, PAYLOADS, every
 KINDS: Final[tuple[Kind, ...]] = tuple(TARGETS)
 MARKER: Final = re.compile(r"<!-- rlhf-canary:sticky:[a-z0-9._-]+ -->\n")
 OUR_TITLES: Final = (
-    "Per-step detail|Per-rank|Environment changes|Config changes|Profiled ops that moved \\(ms per step\\)"
+    "How this was judged|Per-step detail|Per-rank|Environment changes|Config changes|"
+    "Profiled ops that moved \\(ms per step\\)"
 )
 OUR_HTML_BLOCKS: Final = re.compile(rf"<details><summary>({OUR_TITLES})</summary>\n|</details>\n")
 OUR_INLINE_HTML: Final = frozenset({"<sub>", "</sub>"})

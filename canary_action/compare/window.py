@@ -1,0 +1,45 @@
+"""The steady window a comparison judges: one warm-up cut for the current run and its baselines.
+
+Each run's summary detects its own warm-up (MSER-5), and identical runs get different cuts by chance: 1 step in
+one, 11 in the next. Judged on their own windows, two runs would compare different steps (and different
+batches: tokens per step would then differ, and tokens/s be judged as if the workload had changed). So the
+comparison takes the longest of the runs' cuts for all of them, then caps it so that `min_step_count` steady
+steps remain in the shortest run: automatic detection may trim warm-up, never make a run unjudgeable. A cut a
+user fixed (metrics_warmup_steps: N) is kept as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from canary_action.compare.result import Warmup
+from canary_action.compare.runs import RunData, recut
+
+
+def common_warmup(runs: Sequence[RunData], min_steps: int) -> Warmup | None:
+    """The cut for these runs (the current one first); None when none of them kept per-step times."""
+    timed = [r for r in runs if r.metrics is not None and r.warmup_method is not None]
+    if not timed:
+        return None
+    longest = max(r.warmup_steps for r in timed)
+    if all(r.warmup_method == "fixed" for r in timed):
+        return Warmup(
+            steps=longest, method="fixed", note=f"{_steps(longest)} of every run left out (metrics_warmup_steps)"
+        )
+    shortest = min(r.num_steps for r in timed)
+    room = max(1, shortest - min_steps)  # step 1 (compile, allocator, first batch) always goes
+    cuts = sorted({r.warmup_steps for r in timed})
+    detected = f"{cuts[0]}" if len(cuts) == 1 else f"{cuts[0]}-{cuts[-1]}"
+    of_runs = "the run" if len(timed) == 1 else f"the {len(timed)} runs"
+    note = f"{_steps(min(longest, room))} of every run left out: the longest warm-up detected in {of_runs} ({detected})"
+    if longest > room:
+        note += f", capped so that min_step_count ({min_steps}) steady steps remain in the shortest run"
+    return Warmup(steps=min(longest, room), method="auto", note=note)
+
+
+def apply(runs: Sequence[RunData], warmup: Warmup | None) -> list[RunData]:
+    return [recut(r, warmup.steps) for r in runs] if warmup is not None else list(runs)
+
+
+def _steps(cut: int) -> str:
+    return "no step" if cut == 0 else "step 1" if cut == 1 else f"steps 1-{cut}"
