@@ -59,12 +59,14 @@ def busy_loops(count: int) -> Iterator[None]:
             p.wait()
 
 
-def canary_run(config: Path, out: Path, steps: int, sleep_s: float) -> Path:
-    """One `canary run` as a user starts it; the path of its metrics.json."""
+def canary_run(config: Path, out: Path, steps: int | None, sleep_s: float, *overrides: str) -> Path:
+    """One `canary run` as a user starts it (max_steps: the config's when None); the path of its metrics.json."""
     exe = shutil.which("canary") or str(Path(sys.executable).with_name("canary"))
     out.mkdir(parents=True, exist_ok=True)
     before = set(out.iterdir())
-    cmd = [exe, "run", str(config), "-o", str(out), "--set", f"max_steps={steps}"]
+    cmd = [exe, "run", str(config), "-o", str(out)]
+    for override in [*([f"max_steps={steps}"] if steps else []), *overrides]:
+        cmd += ["--set", override]
     if sleep_s:
         cmd += ["--set", f"fault_injection.sleep_s_per_step={sleep_s:.6f}"]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)

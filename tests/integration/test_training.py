@@ -19,7 +19,7 @@ from canary_action.metrics import schema as m
 from canary_action.metrics.io import read_metrics
 from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters
 from canary_action.train.instrument import instrument
-from canary_action.train.placement import resolve_placement
+from canary_action.train.placement import TORCH_DEFAULT_THREADS, resolve_placement
 from canary_action.train.probes import DeviceProbe
 from canary_action.train.run import family_module, run_canary
 from canary_action.train.setup import TrainingSetup
@@ -169,10 +169,22 @@ def test_profiler_window_writes_a_trace_and_is_excluded_from_summaries(tmp_path:
 
 
 def test_planted_slowdown_shows_in_step_time(tmp_path: Path) -> None:
+    # A 0.5 s sleep against ~0.1 s steps: two CPU-bound neighbours moved the plain median by at most ~0.15 s here,
+    # so the margin (0.3 s of the 0.5 s) holds on a loaded machine.
     base = run_canary(tiny("sft", "max_steps=6"), tmp_path / "a").metrics
-    slow = run_canary(tiny("sft", "max_steps=6", "fault_injection.sleep_s_per_step=0.3"), tmp_path / "b").metrics
+    slow = run_canary(tiny("sft", "max_steps=6", "fault_injection.sleep_s_per_step=0.5"), tmp_path / "b").metrics
     assert base.summary is not None
     assert slow.summary is not None
     assert base.summary.step_time_s is not None
     assert slow.summary.step_time_s is not None
-    assert slow.summary.step_time_s.median > base.summary.step_time_s.median + 0.25
+    assert slow.summary.step_time_s.median > base.summary.step_time_s.median + 0.3
+
+
+def test_cpu_threads_are_set_and_recorded(tmp_path: Path) -> None:
+    default = run_canary(tiny("sft", "max_steps=2"), tmp_path / "a").metrics
+    assert default.env.torch_threads == 1  # cpu_threads: 1 unless the config says otherwise
+    assert torch.get_num_threads() == 1
+    two = run_canary(tiny("sft", "max_steps=2", "cpu_threads=2"), tmp_path / "b").metrics
+    assert two.env.torch_threads == 2
+    auto = run_canary(tiny("sft", "max_steps=2", "cpu_threads=auto"), tmp_path / "c").metrics
+    assert auto.env.torch_threads == TORCH_DEFAULT_THREADS
