@@ -21,18 +21,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import shutil
 import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from canary_action.compare import stats
 from canary_action.compare.baselines import load_current
 from canary_action.compare.command import run_compare
 from canary_action.compare.runs import RunData
@@ -126,6 +129,8 @@ class Cell:
     alarms: int = 0
     step_time_fails: int = 0
     neutral: int = 0
+    warned: Counter[str] = field(default_factory=Counter)
+    """Checks that warned, by name (an A/A warning is a milder false alarm: it is read)."""
 
     @property
     def rate(self) -> float:
@@ -161,6 +166,7 @@ def _cell(
             cell.alarms += result.verdict == "regression"
             cell.neutral += result.verdict == "neutral"
             cell.step_time_fails += any(ch.name == "step_time" and ch.status == "fail" for ch in result.checks)
+            cell.warned.update(ch.name for ch in result.checks if ch.status == "warn")
     return cell
 
 
@@ -188,7 +194,7 @@ def render(cells: Sequence[Cell], runs: Sequence[Collected], args: argparse.Name
     loads = sorted({c.row["busy_loops"] for c in runs})
     labels = [lab for lab in LABELS if LABELS[lab] > 0 and any(c.row["label"] == lab for c in runs)]
     counts = {lab: sum(c.row["label"] == lab for c in runs) for lab in labels}
-    head = ["tier", "baselines", "A/A false alarms (neutral)"] + [
+    head = ["tier", "baselines", "A/A false alarms (neutral)", "A/A warnings"] + [
         f"planted +{LABELS[lab]:.0%} (measured {effects.get(lab, float('nan')):+.0%})" for lab in labels
     ]
     lines = [
@@ -212,6 +218,8 @@ def render(cells: Sequence[Cell], runs: Sequence[Collected], args: argparse.Name
             row = {c.label: c for c in cells if c.tier == tier and c.n == n}
             aa = row["A/A"]
             parts = [tier, str(n), f"{100 * aa.rate:.1f} % of {aa.trials} ({100 * aa.neutral / aa.trials:.0f} %)"]
+            warned = ", ".join(f"{name} {100 * k / aa.trials:.1f} %" for name, k in aa.warned.most_common(3))
+            parts.append(warned or "none")
             parts += [f"{100 * row[lab].rate:.0f} %" for lab in labels if lab in row]
             lines.append("| " + " | ".join(parts) + " |")
     worst = max((c for c in cells if c.label == "A/A"), key=lambda c: c.rate)
@@ -233,12 +241,40 @@ def cmd_collect(args: argparse.Namespace) -> None:
     collect(args.config, args.output, rounds=args.rounds, steps=args.steps, seed=args.seed, loads=args.loads)
 
 
+@contextmanager
+def cpu_prior(ratio: float | None) -> Iterator[None]:
+    """Exploration only: the gate's CPU prior ratio set to `ratio` for the duration."""
+    shipped = stats.PRIOR_RATIO["cpu"]
+    if ratio is not None:
+        stats.PRIOR_RATIO["cpu"] = ratio
+    try:
+        yield
+    finally:
+        stats.PRIOR_RATIO["cpu"] = shipped
+
+
+def fitted_ratio(runs: Sequence[Collected]) -> tuple[float, float, float]:
+    """(between-run SD of the plain runs' log medians, their median per-step log SD, the ratio of the two)."""
+    plain = [c.run for c in runs if c.plain]
+    logs = [math.log(r.step_time_median) for r in plain if r.step_time_median]
+    steps = [sd for r in plain if (sd := stats.per_step_log_sd(r.steady_step_times)) is not None]
+    between, per_step = statistics.stdev(logs), statistics.median(steps)
+    return between, per_step, between / per_step
+
+
 def cmd_replay(args: argparse.Namespace) -> None:
     runs = read_collected(args.runs_dir)
-    cells = replay(runs, args.sets, args.seed)
-    section = render(cells, runs, args)
+    between, per_step, ratio = fitted_ratio(runs)
+    print(f"plain runs: between-run SD {between:.3f}, per-step SD {per_step:.3f}, ratio {ratio:.2f}", file=sys.stderr)
+    with cpu_prior(args.prior_ratio):
+        cells = replay(runs, args.sets, args.seed)
+        section = render(cells, runs, args)
+    if args.prior_ratio is not None:
+        section = f"EXPLORATION: PRIOR_RATIO cpu {args.prior_ratio} (not the shipped constant)\n\n{section}"
     print(section)
     if args.write_docs:
+        if args.prior_ratio is not None:
+            raise SystemExit("--write-docs records the shipped constants only; drop --prior-ratio")
         write_docs(section, args.docs)
 
 
@@ -256,6 +292,7 @@ def add_commands(sub: Any, today: str, machine: str) -> None:
     p.add_argument("runs_dir", type=Path)
     p.add_argument("--sets", type=int, default=30, help="random baseline sets per current run and cell")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prior-ratio", type=float, default=None, help="exploration: the gate's CPU prior ratio")
     p.add_argument("--write-docs", action="store_true", help="replace the real-runs section in docs/benchmarks.md")
     p.add_argument("--docs", type=Path, default=REPO / "docs" / "benchmarks.md")
     p.add_argument("--date", default=today)

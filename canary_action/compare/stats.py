@@ -64,6 +64,8 @@ class Effect:
     prior_spread_pct: float
     dof: int
     num_baselines: int
+    step_sd_log: float = 0.0
+    """The per-step spread (robust SD of log step times, median over the runs): one step's own noise."""
 
     def noise_floor_pct(self, k: float) -> float:
         """The smallest change k noise SDs away from zero, in percent."""
@@ -107,6 +109,7 @@ def compare_levels(current: Sample, baselines: Sequence[Sample], *, ratio: float
         prior_spread_pct=100 * math.sqrt(tau0_sq),
         dof=dof,
         num_baselines=n,
+        step_sd_log=step_sd,
     )
 
 
