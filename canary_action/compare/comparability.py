@@ -8,8 +8,9 @@ a torch or TRL bump is often exactly the regression to catch, and it becomes evi
 Unknown is never equal: a field one run records and the other does not is a difference ("unknown"), unless
 allowed with --allow-change. One exception, so that rlhf-canary 0.1 baselines stay usable: 0.1 files record no
 fingerprints, no dtype and few config keys; those fields are taken as the current run's (the loader has checked
-that model and dataset names match, and the result notes the assumption). The device is never assumed: it
-decides what a step time means, and 0.1's is inferred from its environment or is unknown.
+that model and dataset names match, and the result notes the assumption). The hardware is never assumed: it
+decides what a step time means; 0.1's device is inferred from its environment or is unknown, and it recorded
+no CPU at all.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ DEPENDS_ON: Final = {
     "gpu": "device", "gpu_count": "device", "cpu_model": "device", "cpu_count": "device", "strategy": "world_size",
 }  # fmt: skip
 UNKNOWN: Final = "unknown"
+#: What a step runs on: never assumed, not even for a 0.1 baseline.
+HARDWARE: Final = frozenset({"device", "gpu", "gpu_count", "cpu_model", "cpu_count"})
 
 #: What a step costs: the hardware and the workload's shape.
 PERF_FIELDS: Final[Fields] = {
@@ -108,7 +111,7 @@ def differences(
         before, after = get(baseline), get(current)
         if name in allowed or before == after or not _parent_equal(name, baseline, current):
             continue
-        if before is None and name != "device" and baseline.format == "rlhf-canary-0.1":
+        if before is None and name not in HARDWARE and baseline.format == "rlhf-canary-0.1":
             continue  # not in 0.1's format: assumed (see the module docstring; the result notes it)
         changes.append(Change(field=name, baseline=_text(before), current=_text(after)))
     return changes

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from canary_action.compare.comparability import Split, describe
 from canary_action.compare.result import Check, CheckGroup
@@ -44,6 +44,10 @@ def skipped(
     return Check(
         name=name, group=group, status="skip", unit=unit, message=why, baseline=baseline, current=current, fix=fix
     )
+
+
+#: The fix for a check the current run can be judged on but its baselines cannot (older or 0.1 files).
+NEW_BASELINE: Final = "record a new baseline with this release's `canary run` on the default branch"
 
 
 def not_comparable(name: str, group: CheckGroup, unit: str, split: Split) -> Check:

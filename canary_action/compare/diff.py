@@ -34,9 +34,9 @@ OTHER_FIELDS: Final = (
 # stops early, and run_status reports that). A changed key here is no explanation for anything.
 IGNORED_CONFIG_KEYS: Final = frozenset({"name", "description", "output_dir", "profiler.output_dir", "timeout_minutes"})
 MAX_VALUE_CHARS: Final = 80
-#: Keys newer configs always carry, with the value a config written before them meant (one process; torch's own
-#: thread count, which the fingerprint's torch_threads records where it matters).
-IMPLIED: Final[Mapping[str, Any]] = {"num_processes": 1}
+#: Keys newer configs always carry, with the value a config written before them meant: one process, and torch's
+#: own thread count (`auto`: configs before cpu_threads left it to torch).
+IMPLIED: Final[Mapping[str, Any]] = {"num_processes": 1, "cpu_threads": "auto"}
 #: Optional sections: null in a config that leaves them out, every key in one that sets any. The side without
 #: the section reads as its defaults, so that setting one key shows that key, not every default beside it.
 SECTION_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
@@ -62,9 +62,12 @@ def config_changes(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> l
     the leaves it sets, not a null beside each of them.
     """
     before, after = _flatten(_with_sections(baseline, current)), _flatten(_with_sections(current, baseline))
+    # A section that does not apply to a side (distributed settings of one process) is compared as its
+    # defaults, so that only keys set away from them show, but shown as absent: that run had none.
+    shown_before, shown_after = _shown(baseline, before), _shown(current, after)
     keys = [*before, *(k for k in after if k not in before)]
     return [
-        Change(field=key, baseline=_render(before.get(key)), current=_render(after.get(key)))
+        Change(field=key, baseline=_render(shown_before.get(key)), current=_render(shown_after.get(key)))
         for key in keys
         if key not in IGNORED_CONFIG_KEYS and before.get(key) != after.get(key)
     ]
@@ -117,6 +120,13 @@ def _with_sections(config: Mapping[str, Any], other: Mapping[str, Any]) -> dict[
         if own is not None or other.get(section) is not None:
             filled[section] = {**defaults, **(own or {})}
     return filled
+
+
+def _shown(config: Mapping[str, Any], flat: Mapping[str, Any]) -> dict[str, Any]:
+    """The filled config as it reads for `config`'s run: without a distributed section for a single process."""
+    if config.get("distributed") is None and config.get("num_processes", 1) == 1:
+        return {k: v for k, v in flat.items() if not k.startswith("distributed.")}
+    return dict(flat)
 
 
 def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from canary_action.compare.context import Context, no_baseline, noise_margin, not_comparable, skipped
-from canary_action.compare.perf import device_ratio, judged
+from canary_action.compare.context import NEW_BASELINE, Context, no_baseline, noise_margin, not_comparable, skipped
+from canary_action.compare.perf import device_ratio, judged, too_short_fix
 from canary_action.compare.result import Check, CheckStatus
 from canary_action.compare.runs import RunData
 from canary_action.compare.stats import Sample, compare_levels
@@ -131,7 +131,7 @@ def _communication_time(ctx: Context) -> Check:
             if any(b.distributed is not None for b in ctx.perf.usable)
             else "the baselines ran in one process: no collectives to compare"
         )
-        return skipped(name, "perf", unit, why, current=median)
+        return skipped(name, "perf", unit, why, current=median, fix=NEW_BASELINE if "recorded no" in why else None)
     effect = compare_levels(Sample.of(own), samples, ratio=device_ratio(ctx.current))
     check = judged(name, unit, effect, limit, ctx, worse="higher", current=median)
     step = ctx.current.step_time_median
@@ -143,7 +143,7 @@ def _too_short(ctx: Context, name: str, unit: str, num_steady: int) -> Check | N
     if num_steady >= ctx.thresholds.min_step_count:
         return None
     why = f"{num_steady} steady-state steps, fewer than min_step_count ({ctx.thresholds.min_step_count})"
-    return skipped(name, "perf", unit, why)
+    return skipped(name, "perf", unit, why, fix=too_short_fix(ctx))
 
 
 def _positive(values: list[float] | None) -> list[float]:

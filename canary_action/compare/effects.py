@@ -37,8 +37,9 @@ ENV_RULES: Final[dict[str, tuple[tuple[SuspectCategory, float, frozenset[str]], 
     "gpu_driver": (("dependency", 0.25, ANY), ("kernel", 0.15, PERF)),
     "cpu_model": (("dataloader", 0.3, PERF),),
     "cpu_count": (("dataloader", 0.3, PERF),),
-    # On a CPU run every op's parallelism; measured: 1 vs the default 2 threads moved tiny canaries ~10x under load.
-    "torch_threads": (("kernel", 0.8, PERF | FIRST),),
+    # On a CPU run, every op's parallelism (docs/benchmarks.md#cpu-threads). Read on CPU runs with both counts
+    # recorded only (env_clues): a GPU run does not apply cpu_threads, and an older baseline did not record it.
+    "torch_threads": (("config", 0.8, PERF | FIRST),),
     "python": (("dependency", 0.2, ANY),),
     "canary": (("dependency", 0.2, ANY),),
     "container_image": (("dependency", 0.1, ANY),),
@@ -126,6 +127,9 @@ CONFIG_RULES: Final[dict[str, Effect]] = {
     "tokenizer_name": Effect(0.6, PERF | TRAINING, "a different tokenizer: different tokens per example"),
     "model_name": Effect(0.6, ANY, "a different model: every figure moves"),
     "dataset_name": Effect(0.5, ANY, "different data: every figure moves"),
+    "cpu_threads": Effect(
+        0.8, PERF | FIRST, "torch's CPU threads per process: every CPU op runs on a different number of cores, and "
+        "on a shared machine more threads than free cores stall each other (docs/benchmarks.md#cpu-threads)"),
     "seed": Effect(0.15, TRAINING, "a different seed: other initial weights (builtin models), data order, dropout"),
     "max_steps": Effect(0.2, ANY, "a different run length: the warm-up cut and the tail figures shift"),
     "profiler.enabled": Effect(0.2, PERF, "profiler overhead can spill into the steps around its window"),
@@ -156,6 +160,8 @@ PLANTED_STRAGGLER_WEIGHT: Final = 0.6
 def env_clues(case: Case) -> list[Clue]:
     clues = []
     for change in case.env:
+        if change.field == "torch_threads" and not _threads_known(case, change):
+            continue
         b, c = change.baseline or "none", change.current or "none"
         if change.field in PIP_PACKAGES:
             bisect = f"pin {change.field}=={b} in a branch and rerun the canary to bisect"
@@ -165,9 +171,14 @@ def env_clues(case: Case) -> list[Clue]:
             bisect = f"rerun with the baseline's {change.field} ({b}) to confirm"
         steps = (bisect, f"read the {change.field} release notes between {b} and {c} for performance changes")
         for category, weight, scope in ENV_RULES.get(change.field, ()):
-            summary = FIELD_SUMMARIES.get(change.field, ENV_SUMMARIES[category]).format(field=change.field, b=b, c=c)
+            template = FIELD_SUMMARIES.get(change.field) or ENV_SUMMARIES[category]
+            summary = template.format(field=change.field, b=b, c=c)
             clues.append(Clue(category, weight, (moved(change),), scope, summary, steps))
     return clues
+
+
+def _threads_known(case: Case, change: Change) -> bool:
+    return change.baseline is not None and change.current is not None and case.current.device_kind == "cpu"
 
 
 def config_clues(case: Case) -> list[Clue]:

@@ -22,7 +22,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from canary_action.compare.context import Context, no_baseline, noise_margin, not_comparable, pct, skipped, spread
+from canary_action.compare.context import (
+    NEW_BASELINE,
+    Context,
+    no_baseline,
+    noise_margin,
+    not_comparable,
+    pct,
+    skipped,
+    spread,
+)
 from canary_action.compare.result import Check, CheckStatus
 from canary_action.compare.runs import RunData
 
@@ -108,12 +117,16 @@ def curve_baselines(ctx: Context) -> list[RunData]:
 
 def _loss_curve(ctx: Context, band: Band | None) -> Check:
     name, unit = "loss_curve", "% of steps"
+    if ctx.learning.usable and not curve_baselines(ctx):
+        why = "rlhf-canary 0.1 baselines keep no per-step losses"
+        return skipped(name, "learning", unit, why, fix=NEW_BASELINE)
     blocked = _blocked(ctx, name, unit, curve_baselines(ctx))
     if blocked:
         return blocked
     t = ctx.thresholds
     if band is None:
-        return skipped(name, "learning", unit, f"fewer than {MIN_COMMON_STEPS} steps logged a loss in every run")
+        why = f"fewer than {MIN_COMMON_STEPS} steps logged a loss in every run"
+        return skipped(name, "learning", unit, why, fix=f"run at least {MIN_COMMON_STEPS} steps (max_steps)")
     outside = band.outside
     share = 100 * outside / len(band.steps)
     tripped = outside >= OUTSIDE_MIN and share > 100 * OUTSIDE_SHARE
@@ -149,7 +162,7 @@ def _tail_loss(ctx: Context, end: int | None) -> Check:
     if not values:
         legacy = all(b.format == "rlhf-canary-0.1" for b in ctx.learning.usable)
         why = "rlhf-canary 0.1 baselines keep no per-step losses" if legacy else "no finite loss in the baseline"
-        return skipped(name, "learning", unit, why, current=current)
+        return skipped(name, "learning", unit, why, current=current, fix=NEW_BASELINE)
     floor = statistics.median([_start(b) for b in ctx.learning.usable])
     limit = ctx.thresholds.max_loss_increase_pct
     return _judge_level(ctx, name, unit, current, values, scale=floor, worse="higher", limit_pct=limit, end=end)
@@ -165,7 +178,7 @@ def _algo(ctx: Context, name: str, key: str, worse: Literal["higher", "lower"], 
     logged = [(b, b.algo[key]) for b in ctx.learning.usable if key in b.algo]
     values = [v for b, series in logged if (v := _tail_mean(b, series, end)) is not None]
     if not values:
-        return skipped(name, "learning", "", f"the baseline did not log {key}", current=current)
+        return skipped(name, "learning", "", f"the baseline did not log {key}", current=current, fix=NEW_BASELINE)
     scale = max((abs(v) for _, series in logged for v in series if v is not None and math.isfinite(v)), default=0.0)
     limit = ctx.thresholds.max_algo_metric_change_pct
     return _judge_level(ctx, name, "", current, values, scale=scale, worse=worse, limit_pct=limit, end=end)

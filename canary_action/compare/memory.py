@@ -10,7 +10,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
-from canary_action.compare.context import Context, no_baseline, noise_margin, not_comparable, pct, skipped
+from canary_action.compare.context import NEW_BASELINE, Context, no_baseline, noise_margin, not_comparable, pct, skipped
 from canary_action.compare.result import Check
 from canary_action.compare.runs import RunData
 
@@ -18,13 +18,10 @@ Peak = Callable[[RunData], float | None]
 
 
 def memory_checks(ctx: Context) -> list[Check]:
-    allocated = _peak(ctx, "max_memory", "allocated", lambda r: r.peak_allocated_mib)
-    reserved = _peak(ctx, "max_memory_reserved", "reserved", lambda r: r.peak_reserved_mib)
-    if allocated.status == "fail" and reserved.status == "fail":
-        # The allocator reserves what the tensors need: one cause, one failure.
-        message = f"{reserved.message}; follows the max_memory failure: a warning here"
-        reserved = reserved.model_copy(update={"status": "warn", "message": message})
-    return [allocated, reserved]
+    return [
+        _peak(ctx, "max_memory", "allocated", lambda r: r.peak_allocated_mib),
+        _peak(ctx, "max_memory_reserved", "reserved", lambda r: r.peak_reserved_mib),
+    ]
 
 
 def memory_limit_mib(base: float, max_mb: float, max_pct: float, margin: float) -> float:
@@ -42,8 +39,8 @@ def _peak(ctx: Context, name: str, kind: str, get: Peak) -> Check:
         return no_baseline(name, "memory", "MiB", current)
     values = [v for b in ctx.perf.usable if (v := get(b)) is not None]
     if not values:
-        fix = "record a baseline on a GPU runner with this release's `canary run`"
-        return skipped(name, "memory", "MiB", "the baseline recorded no CUDA memory", current=current, fix=fix)
+        why = "the baseline recorded no CUDA memory"
+        return skipped(name, "memory", "MiB", why, current=current, fix=f"on a GPU runner, {NEW_BASELINE}")
     t = ctx.thresholds
     base = statistics.fmean(values)
     margin = noise_margin(values, t.run_spread_k)

@@ -7,18 +7,33 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 
-from canary_action.compare.context import Context, no_baseline, noise_margin, not_comparable, pct, skipped
+from canary_action.compare.context import (
+    NEW_BASELINE,
+    Context,
+    no_baseline,
+    noise_margin,
+    not_comparable,
+    pct,
+    skipped,
+)
 from canary_action.compare.result import Check, Interval
 from canary_action.compare.runs import RunData
 from canary_action.compare.stats import Effect, Sample, compare_levels, judge, prior_ratio
 
 TOKENS_PER_STEP_SAME = 0.005  # within 0.5 %: the same batches, so tokens/s is step time in other units
+MIRROR_SHARE = 0.5  # tokens per step within half the tokens/s limit: a tokens/s failure would be step time's
 #: Steps a run needs beyond min_step_count: room for the warm-up cut (the fix a skipped perf check names).
 WARMUP_ROOM = 10
 
 
-def steps_needed(min_step_count: int) -> int:
-    return min_step_count + WARMUP_ROOM
+def steps_needed(min_step_count: int, profiled_steps: int = 0) -> int:
+    """max_steps that leaves min_step_count steady steps after warm-up and the profiler window."""
+    return min_step_count + WARMUP_ROOM + profiled_steps
+
+
+def too_short_fix(ctx: Context) -> str:
+    needed = steps_needed(ctx.thresholds.min_step_count, ctx.current.profiler_steps or 0)
+    return f"run at least {needed} steps (max_steps) for the {ctx.tier} tier, or lower min_step_count"
 
 
 def perf_checks(ctx: Context) -> tuple[list[Check], Effect | None]:
@@ -26,7 +41,7 @@ def perf_checks(ctx: Context) -> tuple[list[Check], Effect | None]:
     step_time, effect = _step_time(ctx)
     checks = [
         step_time,
-        _tokens_per_sec(ctx, step_time),
+        _tokens_per_sec(ctx),
         _first_step(ctx, effect),
         _points(ctx, "gpu_utilization", lambda r: r.gpu_utilization_pct, ctx.thresholds.max_gpu_util_drop_pp, -1),
         _points(ctx, "data_wait_share", _wait_pct, ctx.thresholds.max_data_wait_increase_pp, +1),
@@ -50,39 +65,44 @@ def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
     effect = step_time_effect(ctx.current, ctx.perf.usable)
     if effect is None:
         why = "no steady-state step times in the baseline"
-        return skipped(name, "perf", unit, why, fix="record a new baseline with this release's `canary run`"), None
+        return skipped(name, "perf", unit, why, fix=NEW_BASELINE), None
     check = judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median)
     return check, effect
 
 
-def _tokens_per_sec(ctx: Context, step_time: Check) -> Check:
+def _tokens_per_sec(ctx: Context) -> Check:
     """Judged when the tokens per step changed (packing, truncation, an allowed max_length change).
 
-    One cause, one verdict: with the same tokens per step (same steps, same batches) tokens/s is step_time in
-    other units, judged there; and when step_time failed, a tokens/s failure restates it and only warns.
+    One cause, one verdict: with (nearly) the same tokens per step on the same steps, tokens/s is step_time in
+    other units and is judged there; a tokens/s failure beside a step_time failure warns (verdict.py).
     """
     name, unit, limit = "tokens_per_sec", "tok/s", ctx.thresholds.max_tps_drop_pct
-    same = _same_tokens_per_step(ctx.current, [b for b in ctx.perf.usable if b.tokens_per_s_measured])
+    measured = [b for b in ctx.perf.usable if b.tokens_per_s_measured]
+    same = _same_tokens_per_step(ctx.current, measured, limit)
     if same:
-        why = f"same tokens per step ({same:,.0f}) on the same steps, so tokens/s mirrors step_time: judged there"
+        why = f"the same tokens per step ({same:,.0f}) on the same steps, so tokens/s mirrors step_time: judged there"
         return skipped(name, "perf", unit, why, current=ctx.current.tokens_per_s)
     blocked = _blocked(ctx, name, unit, len(ctx.current.steady_tokens or []))
     if blocked:
         return blocked
-    measured = [b for b in ctx.perf.usable if b.tokens_per_s_measured]
-    if not measured:
-        why = "the baseline's tokens/s was estimated from its config (rlhf-canary 0.1), not measured"
-        return skipped(name, "perf", unit, why, current=ctx.current.tokens_per_s)
     own = _rates(ctx.current)
     samples = [s for b in measured if (s := _rates(b)) is not None]
     if own is None or not samples:
-        return skipped(name, "perf", unit, "tokens were not counted per step", current=ctx.current.tokens_per_s)
+        return _tokens_unjudged(ctx, own is None, bool(measured))
     effect = compare_levels(own, samples, ratio=device_ratio(ctx.current))
-    check = judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
-    if check.status == "fail" and step_time.status == "fail":
-        message = f"{check.message}; the slower steps that failed step_time, restated: a warning here"
-        return check.model_copy(update={"status": "warn", "message": message})
-    return check
+    return judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
+
+
+def _tokens_unjudged(ctx: Context, own_missing: bool, any_measured: bool) -> Check:
+    name, unit, current = "tokens_per_sec", "tok/s", ctx.current.tokens_per_s
+    if own_missing:
+        return skipped(name, "perf", unit, "this run did not count tokens per step")
+    why = (
+        "the baseline did not count tokens per step"
+        if any_measured
+        else "the baseline's tokens/s was estimated from its config (rlhf-canary 0.1), not measured"
+    )
+    return skipped(name, "perf", unit, why, current=current, fix=NEW_BASELINE)
 
 
 def _first_step(ctx: Context, step_time: Effect | None) -> Check:
@@ -98,7 +118,8 @@ def _first_step(ctx: Context, step_time: Effect | None) -> Check:
         return _unusable(ctx, name, unit, current)
     values = [v for b in ctx.perf.usable if (v := b.first_step_time_s) is not None and v > 0]
     if not values or current <= 0:
-        return skipped(name, "perf", unit, "the baseline did not time its first step", current=current)
+        why = "the baseline did not time its first step"
+        return skipped(name, "perf", unit, why, current=current, fix=NEW_BASELINE)
     logs = [math.log(v) for v in values]
     base = math.exp(statistics.fmean(logs))
     change = 100 * (current / base - 1)
@@ -127,7 +148,7 @@ def _points(ctx: Context, name: str, get: Callable[[RunData], float | None], lim
         return _unusable(ctx, name, "%", current)
     values = [v for b in ctx.perf.usable if (v := get(b)) is not None]
     if not values:
-        return skipped(name, "perf", "%", "not measured in the baseline", current=current)
+        return skipped(name, "perf", "%", "not measured in the baseline", current=current, fix=NEW_BASELINE)
     base = statistics.fmean(values)
     allowed = max(limit, noise_margin(values, ctx.thresholds.run_spread_k))
     status = "warn" if worse * (current - base) > allowed else "pass"
@@ -187,8 +208,7 @@ def _blocked(ctx: Context, name: str, unit: str, num_steady: int) -> Check | Non
     least = ctx.thresholds.min_step_count
     if num_steady < least:
         why = f"{num_steady} steady-state steps, fewer than min_step_count ({least})"
-        fix = f"run at least {steps_needed(least)} steps (max_steps) for the {ctx.tier} tier, or lower min_step_count"
-        return skipped(name, "perf", unit, why, fix=fix)
+        return skipped(name, "perf", unit, why, fix=too_short_fix(ctx))
     return None if ctx.perf.usable else _unusable(ctx, name, unit, None)
 
 
@@ -213,12 +233,15 @@ def _rates(run: RunData) -> Sample | None:
     return Sample.of(rates) if rates else None
 
 
-def _same_tokens_per_step(current: RunData, baselines: Sequence[RunData]) -> float | None:
+def _same_tokens_per_step(current: RunData, baselines: Sequence[RunData], limit_pct: float) -> float | None:
+    """The current tokens per step when every baseline's is within the larger of 0.5 % and half the tokens/s
+    limit: then a tokens/s change is mostly the step time's (sampled completions vary a little run to run)."""
     own = current.tokens_per_step
     others = [t for b in baselines if (t := b.tokens_per_step) is not None]
     if own is None or not others:
         return None
-    return own if all(abs(t / own - 1) <= TOKENS_PER_STEP_SAME for t in others) else None
+    close = max(TOKENS_PER_STEP_SAME, MIRROR_SHARE * limit_pct / 100)
+    return own if all(abs(t / own - 1) <= close for t in others) else None
 
 
 def device_ratio(run: RunData) -> float:

@@ -139,6 +139,14 @@ class RunData:
         )
 
 
+def timed_rows(run: RunData) -> list[int]:
+    """Rows that could be steady: outside the profiler window, with a step time; warm-up not yet cut."""
+    if run.metrics is None:
+        return []
+    times = run.step_times
+    return [i for i in _steady_rows(run.metrics, run.loss_steps, 0) if i < len(times) and _ok(times[i])]
+
+
 def recut(run: RunData, warmup_steps: int) -> RunData:
     """The same run with its first `warmup_steps` rows left out of the steady figures instead of its own cut."""
     if run.metrics is None or warmup_steps == run.warmup_steps:
@@ -173,6 +181,14 @@ def from_metrics(metrics: Metrics, source: str, *, warmup_steps: int | None = No
         median = statistics.median(kept) if kept else None
         mean = statistics.fmean(kept) if kept else None
         rate = sum(steady_tokens) / sum(kept) if kept and len(steady_tokens) == len(kept) and sum(kept) else None
+    shares = {name: _share(series, name, times, timed_rows) for name in (schema.DATA_WAIT_S, schema.GENERATION_S)}
+    util_column = _col(series, schema.GPU_UTILIZATION_PCT, n)
+    util = [v for i in timed_rows if (v := util_column[i]) is not None and _ok(v)]
+    if cut == own_cut and summary is not None:
+        shares = {schema.DATA_WAIT_S: summary.data_wait_share, schema.GENERATION_S: summary.generation_share}
+        util_mean = summary.gpu_utilization_mean_pct
+    else:
+        util_mean = statistics.fmean(util) if util else None
     return RunData(
         source=source,
         format="v1",
@@ -196,9 +212,9 @@ def from_metrics(metrics: Metrics, source: str, *, warmup_steps: int | None = No
         tokens_per_s=rate,
         peak_allocated_mib=summary.peak_allocated_mib if summary else None,
         peak_reserved_mib=summary.peak_reserved_mib if summary else None,
-        gpu_utilization_pct=summary.gpu_utilization_mean_pct if summary else None,
-        data_wait_share=summary.data_wait_share if summary else None,
-        generation_share=summary.generation_share if summary else None,
+        gpu_utilization_pct=util_mean,
+        data_wait_share=shares[schema.DATA_WAIT_S],
+        generation_share=shares[schema.GENERATION_S],
         num_nan_steps=stability.num_nan_steps,
         num_inf_steps=stability.num_inf_steps,
         non_finite_keys=list(dict.fromkeys(e.key for e in stability.non_finite)),
@@ -245,6 +261,18 @@ def _steady_rows(metrics: Metrics, steps: Sequence[int], cut: int) -> list[int]:
     return [
         i for i in range(cut, len(steps)) if steps[i] not in window and not (flagged[i] is not None and flagged[i] != 0)
     ]
+
+
+def _share(
+    series: Mapping[str, list[float | None]], name: str, times: Sequence[float | None], rows: Sequence[int]
+) -> float | None:
+    """A component's share of the step time over `rows` (as the summary computes it over its own rows)."""
+    column = series.get(name)
+    if column is None:
+        return None
+    pairs = [(v, t) for i in rows if (v := column[i]) is not None and _ok(v) and (t := times[i]) is not None]
+    total = sum(t for _, t in pairs)
+    return sum(v for v, _ in pairs) / total if pairs and total > 0 else None
 
 
 def _col(series: Mapping[str, list[float | None]], name: str, n: int) -> list[float | None]:

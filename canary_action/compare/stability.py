@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from canary_action.compare.context import Context, no_baseline, skipped
+from canary_action.compare.context import NEW_BASELINE, Context, no_baseline, skipped
 from canary_action.compare.result import Check
 from canary_action.compare.runs import RunData
 
@@ -91,6 +91,9 @@ def _spikes(ctx: Context) -> Check:
     if count is None:
         return skipped(name, "stability", "steps", "grad norms were not recorded")
     counts = [c for b in ctx.baselines if (c := b.num_grad_norm_spikes) is not None]
+    if not counts and ctx.baselines:
+        why = "no baseline recorded grad norms per step"
+        return skipped(name, "stability", "steps", why, current=count, fix=NEW_BASELINE)
     if not counts:
         return no_baseline(name, "stability", "steps", count)
     allowed = max(counts) + ctx.thresholds.grad_norm_spikes_allowed

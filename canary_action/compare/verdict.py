@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import replace
+from typing import Final
 
 from canary_action.compare import curves, window
 from canary_action.compare.comparability import LEARNING_FIELDS, PERF_FIELDS, describe, split
@@ -26,6 +27,15 @@ from canary_action.compare.stats import Effect
 from canary_action.compare.suspects import rank_suspects
 from canary_action.config.thresholds import Thresholds, Tier
 
+#: check -> the checks whose failure it restates, the more specific first. Slower steps slow the tokens; a
+#: straggler rank or slower collectives slow the step (and name the mechanism); the allocator reserves what the
+#: tensors need; a NaN after a blow-up is the same instability.
+RESTATES: Final[dict[str, tuple[str, ...]]] = {
+    "tokens_per_sec": ("step_time",),
+    "step_time": ("rank_imbalance", "communication_time"),
+    "max_memory_reserved": ("max_memory",),
+    "loss_divergence": ("nan_steps", "inf_steps"),
+}
 _ORDER = {"fail": 0, "warn": 1, "not-comparable": 2, "pass": 3, "skip": 4}
 NO_BASELINE = "no baseline yet: run the canary on the default branch and keep its metrics.json as the baseline"
 
@@ -50,10 +60,10 @@ def compare(
     perf_results, effect = perf_checks(ctx)
     t = thresholds
     band = loss_band(current, curve_baselines(ctx), t.loss_curve_tolerance_pct, t.run_spread_k)
-    checks = [
+    checks = one_cause([
         *stability_checks(ctx), *perf_results, *distributed_checks(ctx), *memory_checks(ctx),
         *learning_checks(ctx, band),
-    ]  # fmt: skip
+    ])  # fmt: skip
     checks.sort(key=lambda c: _ORDER[c.status])  # stable: within a status, the groups keep their order
     newest = baselines[0] if baselines else None
     profiled = next((b for b in baselines if b.profiler is not None and b.profiler_steps), None)
@@ -96,6 +106,21 @@ def compare(
         curves=[curves.step_time_curve(current, perf.usable), curves.loss_curve(current, band)],
         notes=all_notes,
     )
+
+
+def one_cause(checks: Sequence[Check]) -> list[Check]:
+    """A failure that restates another check's failure warns instead: one cause never fails two checks."""
+    failed = {c.name for c in checks if c.status == "fail"}
+    return [_restated(c, first) if c.status == "fail" and (first := _first_failed(c, failed)) else c for c in checks]
+
+
+def _first_failed(check: Check, failed: set[str]) -> str | None:
+    return next((name for name in RESTATES.get(check.name, ()) if name in failed), None)
+
+
+def _restated(check: Check, primary: str) -> Check:
+    message = f"{check.message}; the same cause as the {primary} failure, so a warning here"
+    return check.model_copy(update={"status": "warn", "message": message})
 
 
 def _verdict(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from canary_action.compare.result import Warmup
-from canary_action.compare.runs import RunData, recut
+from canary_action.compare.runs import RunData, recut, timed_rows
 
 
 def common_warmup(runs: Sequence[RunData], min_steps: int) -> Warmup | None:
@@ -26,15 +26,26 @@ def common_warmup(runs: Sequence[RunData], min_steps: int) -> Warmup | None:
         return Warmup(
             steps=longest, method="fixed", note=f"{_steps(longest)} of every run left out (metrics_warmup_steps)"
         )
-    shortest = min(r.num_steps for r in timed)
-    room = max(1, shortest - min_steps)  # step 1 (compile, allocator, first batch) always goes
+    # A cut a user fixed stands; the cap only trims what detection added.
+    fixed = max((r.warmup_steps for r in timed if r.warmup_method == "fixed"), default=0)
+    room = max(1, fixed, min(_room(r, min_steps) for r in timed))  # step 1 (compile, allocator) always goes
+    cut = min(longest, room)
     cuts = sorted({r.warmup_steps for r in timed})
     detected = f"{cuts[0]}" if len(cuts) == 1 else f"{cuts[0]}-{cuts[-1]}"
     of_runs = "the run" if len(timed) == 1 else f"the {len(timed)} runs"
-    note = f"{_steps(min(longest, room))} of every run left out: the longest warm-up detected in {of_runs} ({detected})"
-    if longest > room:
-        note += f", capped so that min_step_count ({min_steps}) steady steps remain in the shortest run"
-    return Warmup(steps=min(longest, room), method="auto", note=note)
+    note = f"{_steps(cut)} of every run left out: the longest warm-up detected in {of_runs} ({detected})"
+    if longest > cut:
+        note += (
+            f", capped so that min_step_count ({min_steps}) steady steps remain in every run (steps "
+            f"{cut + 1}-{longest}, detected as warm-up, are judged)"
+        )
+    return Warmup(steps=cut, method="auto", note=note)
+
+
+def _room(run: RunData, min_steps: int) -> int:
+    """The longest cut that leaves `min_steps` timed steps outside the profiler window in this run."""
+    rows = timed_rows(run)
+    return rows[-min_steps] if len(rows) >= min_steps else 0
 
 
 def apply(runs: Sequence[RunData], warmup: Warmup | None) -> list[RunData]:

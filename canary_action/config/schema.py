@@ -194,9 +194,8 @@ class CommonConfig(StrictModel):
     distributed: DistributedConfig | None = Field(
         None, description="Multi-process settings (strategy, backend); default with num_processes > 1: ddp."
     )
-    cpu_threads: int | Literal["auto"] = Field(
+    cpu_threads: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
         1,
-        ge=1,
         description="torch intra-op threads per process when training on the CPU (torch.set_num_threads); "
         "auto: torch's default (one per core) for one process, cores / num_processes for several. 1 keeps CPU "
         "canaries steady on a shared machine (docs/benchmarks.md); a GPU run keeps torch's default.",

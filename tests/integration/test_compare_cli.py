@@ -175,3 +175,22 @@ def test_an_rlhf_canary_0_1_baseline_is_read(tmp_path: Path) -> None:
     assert checks["step_time"]["status"] in ("pass", "fail", "warn")
     assert checks["tokens_per_sec"]["status"] == "skip"
     assert any("0.1" in note for note in doc["notes"])
+
+
+def test_a_t4_0_1_baseline_against_a_cpu_run_is_not_comparable_and_exits_0(tmp_path: Path) -> None:
+    # Issue 12: this pair was "comparable, no differences" and failed step_time at +1573 %.
+    doc = json.loads((BAD_BASELINES / "legacy_0_1.json").read_text(encoding="utf-8"))
+    doc["env"].update(gpu_name="Tesla T4", gpu_memory_gb=14.58)
+    t4 = tmp_path / "t4.json"
+    t4.write_text(json.dumps(doc), encoding="utf-8")
+    same_workload = {
+        "model_name": "EleutherAI/pythia-70m", "dataset_name": "Anthropic/hh-rlhf", "batch_size": 2,
+        "gradient_accumulation_steps": 4, "max_length": 256,
+    }  # fmt: skip
+    cpu = {"gpus": [], "gpu_count": 0, "cuda": None, "nccl": None, "gpu_driver": None}
+    current = save(tmp_path / "cur.json", 1, config=same_workload, env=cpu, workload={"device": "cpu", "dtype": "fp32"})
+    result = canary("compare", current, t4)
+    assert result.returncode == 0, result.stderr
+    assert "rlhf-canary **neutral**" in result.stdout
+    assert "not comparable with the baseline (device cuda → cpu)" in result.stdout
+    assert "| step\\_time | — | — | — | — | not-comparable |" in result.stdout

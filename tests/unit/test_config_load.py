@@ -549,3 +549,11 @@ def test_sample_uses_public_datasets_for_each_family() -> None:
 def test_sample_for_an_unknown_type_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="did you mean `grpo`"):
         write_sample_config("grop", "smoke")
+
+
+def test_cpu_threads_takes_a_count_or_auto() -> None:
+    assert parse_config({**MINIMAL}, source="c.yaml").config.cpu_threads == 1  # the steady default
+    assert parse_config({**MINIMAL, "cpu_threads": "auto"}, source="c.yaml").config.cpu_threads == "auto"
+    assert parse_config({**MINIMAL, "cpu_threads": 4}, source="c.yaml").config.cpu_threads == 4
+    error = parse_error({**MINIMAL, "cpu_threads": 0})
+    assert any(line.startswith("cpu_threads:") for line in error.errors), error.errors
