@@ -40,7 +40,8 @@ def test_the_sft_canary_at_its_own_length_has_its_step_time_judged(tmp_path: Pat
     result = run_compare(runs[0], runs[1:])
     step_time = {c.name: c for c in result.checks}["step_time"]
     assert step_time.status in ("pass", "warn", "fail"), step_time.message
-    assert result.warmup is not None and result.warmup.steps <= 30 - 20
+    assert result.warmup is not None
+    assert result.warmup.steps <= 30 - 20
 
 
 def test_longer_sequences_fail_step_time_with_the_config_change_on_top(baselines: list[Path], tmp_path: Path) -> None:

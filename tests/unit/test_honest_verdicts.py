@@ -41,7 +41,9 @@ def test_a_50_step_run_in_the_perf_tier_is_neutral_with_the_reason_and_the_fix()
     assert result.verdict == "neutral"
     assert step_time.status == "skip"
     assert "fewer than min_step_count (50)" in step_time.message
-    assert step_time.fix is not None and "at least 60 steps" in step_time.fix and "perf tier" in step_time.fix
+    assert step_time.fix is not None
+    assert "at least 60 steps" in step_time.fix
+    assert "perf tier" in step_time.fix
     assert "not judged, so no pass: step_time" in result.reason
     assert "at least 60 steps" in result.reason
     # A 50 % slowdown is no pass either: the perf tier cannot see it in 50 steps, and says so.
@@ -67,14 +69,16 @@ def test_automatic_warm_up_never_leaves_a_run_unjudgeable() -> None:
     result = compare(current, history(3, num_steps=30), TIERS["default"])
     assert by_name(result)["step_time"].status == "pass"
     assert result.verdict == "pass"
-    assert result.warmup is not None and result.warmup.steps == 10  # capped: 30 - min_step_count 20
+    assert result.warmup is not None
+    assert result.warmup.steps == 10
     assert "capped so that min_step_count (20) steady steps remain" in result.warmup.note
 
 
 def test_every_run_of_a_comparison_is_cut_at_the_same_step() -> None:
     runs = [run(1, series={schema.STEP_TIME_S: [0.3 if s <= 6 else 0.1 for s in range(1, 61)]}), *history(2)]
     warmup = common_warmup(runs, min_steps=20)
-    assert warmup is not None and warmup.steps == max(r.warmup_steps for r in runs) == 6
+    assert warmup is not None
+    assert warmup.steps == max(r.warmup_steps for r in runs) == 6
     result = compare(runs[0], runs[1:], TIERS["default"])
     assert result.warmup == warmup
     assert "steps 1-6 of every run left out" in render(result, "comment")
@@ -154,11 +158,13 @@ def test_a_drop_limit_reads_as_a_drop() -> None:
     slow = run(1, step_time_s=0.3, series={schema.NUM_TOKENS: more_tokens})
     result = compare(slow, history(3), TIERS["default"], allowed=["max_length"])
     tps = by_name(result)["tokens_per_sec"]
-    assert tps.threshold is not None and tps.threshold < 0
+    assert tps.threshold is not None
+    assert tps.threshold < 0
     assert tps.status == "warn"  # step_time failed on the same slower steps: restated, not failed twice
     assert by_name(result)["step_time"].status == "fail"
     row = next(line for line in render(result, "markdown").splitlines() if "tokens\\_per\\_sec" in line)
-    assert "| −" in row and "| +" not in row.split("|")[6]
+    assert "| −" in row
+    assert "| +" not in row.split("|")[6]
 
 
 # 4. Partial runs judged on the steps both sides have ---------------------------------------------------------
@@ -250,17 +256,20 @@ def test_the_cap_counts_the_profiler_window_and_untimed_steps() -> None:
     window = [1.0 if 30 <= s < 40 else 0.0 for s in range(1, 46)]
     current = run(1, num_steps=45, series={schema.STEP_TIME_S: times, schema.IN_PROFILER_WINDOW: window})
     result = compare(current, history(3, num_steps=45), TIERS["default"])
-    assert result.warmup is not None and result.warmup.steps == 15  # 45 - 10 profiled - 20 to keep
+    assert result.warmup is not None
+    assert result.warmup.steps == 15
     assert by_name(result)["step_time"].status != "skip"
 
 
 def test_a_fixed_warm_up_is_never_trimmed_by_the_cap() -> None:
     fixed = run(1, num_steps=30)
-    assert fixed.metrics is not None and fixed.metrics.summary is not None
+    assert fixed.metrics is not None
+    assert fixed.metrics.summary is not None
     summary = fixed.metrics.summary.model_copy(update={"warmup_steps": 15, "warmup_method": "fixed"})
     fixed = from_metrics(fixed.metrics.model_copy(update={"summary": summary}), "x")
     warmup = common_warmup([fixed, *history(2, num_steps=30)], min_steps=20)
-    assert warmup is not None and warmup.steps == 15
+    assert warmup is not None
+    assert warmup.steps == 15
 
 
 def test_a_cpu_0_1_baseline_is_not_comparable_either_its_cpu_is_unknown(tmp_path: Path) -> None:
@@ -283,7 +292,8 @@ def test_a_comparable_0_1_baseline_judges_perf_but_cannot_give_a_pass(tmp_path: 
     checks = by_name(result)
     assert checks["step_time"].status in ("pass", "warn", "fail")
     assert result.verdict != "pass"
-    assert checks["tail_loss"].fix is not None and "new baseline" in checks["tail_loss"].fix
+    assert checks["tail_loss"].fix is not None
+    assert "new baseline" in checks["tail_loss"].fix
     assert "not judged, so no pass" in result.reason or result.verdict == "regression"
 
 
@@ -308,7 +318,8 @@ def test_a_nan_after_a_blow_up_fails_once() -> None:
     result = compare(blown, history(3, num_steps=n), TIERS["default"])
     assert [c.name for c in result.checks if c.status == "fail"] == ["nan_steps"]
     divergence = by_name(result)["loss_divergence"]
-    assert divergence.status == "warn" and "the same cause as the nan_steps failure" in divergence.message
+    assert divergence.status == "warn"
+    assert "the same cause as the nan_steps failure" in divergence.message
 
 
 def test_a_distributed_block_against_a_single_process_baseline_shows_only_what_was_set() -> None:
