@@ -4,8 +4,8 @@ Each run's summary detects its own warm-up (MSER-5), and identical runs get diff
 one, 11 in the next. Judged on their own windows, two runs would compare different steps (and different
 batches: tokens per step would then differ, and tokens/s be judged as if the workload had changed). So the
 comparison takes the longest of the runs' cuts for all of them, then caps it so that `min_step_count` steady
-steps remain in the shortest run: automatic detection may trim warm-up, never make a run unjudgeable. A cut a
-user fixed (metrics_warmup_steps: N) is kept as it is.
+steps remain in every run (the profiler window counted): automatic detection may trim warm-up, never make a
+run unjudgeable. A cut a user fixed (metrics_warmup_steps: N) is kept as it is.
 """
 
 from __future__ import annotations
