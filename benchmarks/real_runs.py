@@ -146,6 +146,7 @@ def replay(runs: Sequence[Collected], sets: int, seed: int) -> list[Cell]:
         _cell(tier, n, label, currents, plain, sets=sets, rng=rng)
         for tier in REPLAY_TIERS
         for n in REPLAY_BASELINES
+        if n < len(plain)  # an A/A current run leaves the others as its possible baselines
         for label, currents in groups
     ]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import detection, noise_fit
+from benchmarks import detection, noise_fit, real_runs
 from canary_action.compare import stats
 from canary_action.compare.stats import Sample, compare_levels, prior_ratio
 
@@ -64,7 +64,7 @@ def test_generated_noise_has_the_regime_parameters() -> None:
     assert np.std(logs[:, :, :].mean(axis=2)[:, 0]) == pytest.approx(NOISY.tau, rel=0.15)
 
 
-@pytest.mark.parametrize(("device", "expected"), [("cpu", 1.1), ("cuda:0", 0.6), ("mps", 1.1)])
+@pytest.mark.parametrize(("device", "expected"), [("cpu", 1.7), ("cuda:0", 0.6), ("mps", 1.7)])
 def test_the_gate_gets_its_devices_prior_ratio_as_the_check_does(
     monkeypatch: pytest.MonkeyPatch, device: str, expected: float
 ) -> None:
@@ -84,7 +84,7 @@ def test_the_gate_gets_its_devices_prior_ratio_as_the_check_does(
         detection.run_cell(regime, detection.tier("smoke"), 1, 2, 0, rng=np.random.default_rng(6), effects=(0.0,))
         assert seen == {0.9}
         assert set(stats.PRIOR_RATIO.values()) == {0.9}
-    assert stats.PRIOR_RATIO == {"cpu": 1.1, "cuda": 0.6}
+    assert stats.PRIOR_RATIO == {"cpu": 1.7, "cuda": 0.6}
 
 
 def test_a_cpu_regime_has_no_memory_to_judge() -> None:
@@ -133,8 +133,24 @@ def test_regimes_file_has_both_regimes() -> None:
     params = json.loads((detection.REPO / "benchmarks" / "noise_regimes.json").read_text())
     regimes = detection.load_regimes(detection.REPO / "benchmarks" / "noise_regimes.json")
     assert [r.name for r in regimes] == ["shared-cpu", "dedicated-gpu"]
-    assert [(r.device, prior_ratio(r.device)) for r in regimes] == [("cpu", 1.1), ("cuda", 0.6)]
+    assert [(r.device, prior_ratio(r.device)) for r in regimes] == [("cpu", 1.7), ("cuda", 0.6)]
     assert regimes[0].mem_jitter is None  # CPU runs record no CUDA memory
     assert params["regimes"]["shared-cpu"]["fit"]["runs"] >= 12
     gpu = next(r for r in regimes if r.name == "dedicated-gpu")
     assert (gpu.tau, gpu.step_sd, gpu.rho) == (0.01, 0.04, 0.3)
+
+
+REAL_RUNS = Path(__file__).parents[2] / "benchmarks" / "data" / "real-runs-2026-11-24"
+
+
+def test_the_recorded_real_runs_replay_through_the_real_compare() -> None:
+    runs = real_runs.read_collected(REAL_RUNS)
+    plain = [c for c in runs if c.plain]
+    assert len(plain) >= 16
+    assert all(sum(c.row["label"] == label for c in runs) >= 6 for label in ("slow10", "slow20", "slow50"))
+    effects = real_runs.measured_effects(runs)
+    assert effects["slow50"] > effects["slow10"] > 0  # the planted slowdowns are really there, in order
+    subset = [*plain[:3], *(next(c for c in runs if c.row["label"] == lab) for lab in ("slow10", "slow20", "slow50"))]
+    cells = real_runs.replay(subset, sets=1, seed=0)
+    assert len(cells) == len(real_runs.REPLAY_TIERS) * 4  # 3 plain runs: one baseline only; 4 labels
+    assert {c.label for c in cells} == {"A/A", "slow10", "slow20", "slow50"}
