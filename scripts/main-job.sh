@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job the README starts with: install, then a real canary end to end on the builtin tiny model,
 # offline on the CPU — two runs of configs/tiny/dpo.yaml (a "baseline" and a "pull request"), compared, and
-# the comparison rendered as the terminal report and as the PR comment GitHub would show. About two minutes.
+# the comparison rendered as the terminal report and as the PR comment GitHub would show. About a minute after
+# the install (docs/benchmarks.md#main-job-timing).
 # Exits with `canary compare`'s code: 0 pass/neutral (the expected outcome for two identical configs),
 # 1 regression, 2 bad input, 3 a run crashed.
 set -euo pipefail

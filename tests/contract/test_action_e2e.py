@@ -42,6 +42,7 @@ ARTIFACT = "rlhf-canary-sft-smoke"
 CHECK = "rlhf-canary (sft-smoke)"
 MARKER = "<!-- rlhf-canary:sticky:sft-smoke -->"
 SAME_DATA = {"dataset_fingerprint": "d" * 64}  # factories derive it from the seed; one canary has one dataset
+SAME_CONFIG = {"seed": 0}  # one config: the factory seed draws other noise, not another experiment
 
 
 @dataclass
@@ -62,6 +63,7 @@ class FakeTrainer:
             seed=self.seed,
             run={"run_id": run_id, "started_at": "2026-11-20T10:00:00Z"},
             workload=SAME_DATA,
+            config=SAME_CONFIG,
             **({"status": status} if self.crash else {}),
         )
         path = output_dir / run_id / "metrics.json"
@@ -155,7 +157,7 @@ def add_baseline(fake: FakeGitHub, seed: int, *, created_at: str, expired: bool 
     """A successful default-branch push run that uploaded the canary's output-dir as the baseline artifact."""
     run_id = fake.add_workflow_run(event="push", created_at=created_at)
     run = {"run_id": f"sft-smoke-main-{seed}", "started_at": created_at}
-    metrics = make_metrics(seed=seed, run=run, workload=SAME_DATA)
+    metrics = make_metrics(seed=seed, run=run, workload=SAME_DATA, config=SAME_CONFIG)
     content = files or {f"sft-smoke-main-{seed}/metrics.json": metrics.model_dump_json().encode()}
     fake.add_artifact(run_id, name=ARTIFACT, content=make_zip(content), expired=expired)
     return run_id
