@@ -232,10 +232,11 @@ def render(cells: Sequence[Cell], runs: Sequence[Collected], args: argparse.Name
     return "\n".join(lines)
 
 
-def write_docs(section: str, path: Path) -> None:
+def write_docs(section: str, path: Path, begin: str = DOCS_BEGIN, end: str = DOCS_END) -> None:
+    """Replace what stands between the two markers in `path` with `section`."""
     text = path.read_text(encoding="utf-8")
-    start, end = text.index(DOCS_BEGIN) + len(DOCS_BEGIN), text.index(DOCS_END)
-    path.write_text(text[:start] + "\n" + section + "\n" + text[end:], encoding="utf-8")
+    start, stop = text.index(begin) + len(begin), text.index(end)
+    path.write_text(text[:start] + "\n" + section + "\n" + text[stop:], encoding="utf-8")
 
 
 def cmd_collect(args: argparse.Namespace) -> None:

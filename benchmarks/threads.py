@@ -29,9 +29,9 @@ from canary_action.compare.baselines import load_current
 from canary_action.compare.stats import per_step_log_sd
 
 try:
-    from benchmarks.real_runs import REPO, busy_loops, canary_run
+    from benchmarks.real_runs import REPO, busy_loops, canary_run, write_docs
 except ModuleNotFoundError:  # run as a script
-    from real_runs import REPO, busy_loops, canary_run  # type: ignore[no-redef]
+    from real_runs import REPO, busy_loops, canary_run, write_docs  # type: ignore[no-redef]
 
 CANDIDATES: Final = ("1", "2", "auto")
 DOCS_BEGIN: Final = "<!-- threads:begin -->"
@@ -93,12 +93,6 @@ def render(cells: Sequence[Cell], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-def write_docs(section: str, path: Path) -> None:
-    text = path.read_text(encoding="utf-8")
-    start, end = text.index(DOCS_BEGIN) + len(DOCS_BEGIN), text.index(DOCS_END)
-    path.write_text(text[:start] + "\n" + section + "\n" + text[end:], encoding="utf-8")
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, default=Path("configs/tiny/sft.yaml"))
@@ -114,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     section = render(measure(args.config, args.candidates, args.loads, args.repeats, args.seed), args)
     print(section)
     if args.write_docs:
-        write_docs(section, args.docs)
+        write_docs(section, args.docs, DOCS_BEGIN, DOCS_END)
 
 
 if __name__ == "__main__":
