@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -19,6 +18,7 @@ from typing import Any, Literal
 from canary_action.compare.result import RunFormat, RunRef
 from canary_action.metrics import schema
 from canary_action.metrics.schema import Distributed, EnvFingerprint, Metrics, ProfilerSummary, Status, Workload
+from canary_action.metrics.summarize import summarize
 
 _RANK_COLUMN = re.compile(rf"{re.escape(schema.RANK_PREFIX)}(\d+)/(compute_s|comm_s)")
 
@@ -162,10 +162,13 @@ def from_metrics(metrics: Metrics, source: str, *, warmup_steps: int | None = No
     raw_steps = _col(series, schema.STEP, n)
     steps = [int(v) if v is not None and math.isfinite(v) else i + 1 for i, v in enumerate(raw_steps)]
     summary = metrics.summary
-    times = _col(series, schema.STEP_TIME_S, n)
-    tokens = _col(series, schema.NUM_TOKENS, n)
     own_cut = summary.warmup_steps if summary else 0
     cut = own_cut if warmup_steps is None else min(warmup_steps, n)
+    if summary is not None and cut != own_cut:  # its figures describe its own cut: summarise these steady steps
+        profiled = range(metrics.profiler.start_step, metrics.profiler.end_step + 1) if metrics.profiler else None
+        summary = summarize(series, warmup=cut, profiler_steps=profiled)
+    times = _col(series, schema.STEP_TIME_S, n)
+    tokens = _col(series, schema.NUM_TOKENS, n)
     steady_rows = _steady_rows(metrics, steps, cut)
     timed_rows = [i for i in steady_rows if (t := times[i]) is not None and _ok(t)]
     steady = [(times_i, tokens[i]) for i in timed_rows if (times_i := times[i]) is not None]
@@ -175,20 +178,6 @@ def from_metrics(metrics: Metrics, source: str, *, warmup_steps: int | None = No
     timing = summary.step_time_s if summary else None
     window = metrics.profiler
     compute, comm = _rank_columns(series, timed_rows) if metrics.distributed is not None else ({}, {})
-    median, mean, rate = (timing.median, timing.mean, summary.tokens_per_s) if timing and summary else (None,) * 3
-    if cut != own_cut:  # the summary's figures describe its own cut: recompute them on these steady steps
-        kept = [t for t, _ in steady]
-        median = statistics.median(kept) if kept else None
-        mean = statistics.fmean(kept) if kept else None
-        rate = sum(steady_tokens) / sum(kept) if kept and len(steady_tokens) == len(kept) and sum(kept) else None
-    shares = {name: _share(series, name, times, timed_rows) for name in (schema.DATA_WAIT_S, schema.GENERATION_S)}
-    util_column = _col(series, schema.GPU_UTILIZATION_PCT, n)
-    util = [v for i in timed_rows if (v := util_column[i]) is not None and _ok(v)]
-    if cut == own_cut and summary is not None:
-        shares = {schema.DATA_WAIT_S: summary.data_wait_share, schema.GENERATION_S: summary.generation_share}
-        util_mean = summary.gpu_utilization_mean_pct
-    else:
-        util_mean = statistics.fmean(util) if util else None
     return RunData(
         source=source,
         format="v1",
@@ -206,15 +195,15 @@ def from_metrics(metrics: Metrics, source: str, *, warmup_steps: int | None = No
         steady_step_times=[t for t, _ in steady] or None,
         steady_rows=timed_rows or None,
         steady_tokens=steady_tokens if steady and len(steady_tokens) == len(steady) else None,
-        step_time_median=median,
-        step_time_mean=mean,
+        step_time_median=timing.median if timing else None,
+        step_time_mean=timing.mean if timing else None,
         first_step_time_s=summary.first_step_time_s if summary else None,
-        tokens_per_s=rate,
+        tokens_per_s=summary.tokens_per_s if summary else None,
         peak_allocated_mib=summary.peak_allocated_mib if summary else None,
         peak_reserved_mib=summary.peak_reserved_mib if summary else None,
-        gpu_utilization_pct=util_mean,
-        data_wait_share=shares[schema.DATA_WAIT_S],
-        generation_share=shares[schema.GENERATION_S],
+        gpu_utilization_pct=summary.gpu_utilization_mean_pct if summary else None,
+        data_wait_share=summary.data_wait_share if summary else None,
+        generation_share=summary.generation_share if summary else None,
         num_nan_steps=stability.num_nan_steps,
         num_inf_steps=stability.num_inf_steps,
         non_finite_keys=list(dict.fromkeys(e.key for e in stability.non_finite)),
@@ -236,7 +225,7 @@ def from_metrics(metrics: Metrics, source: str, *, warmup_steps: int | None = No
         steady_rank_compute=compute,
         steady_rank_comm=comm,
         warmup_steps=cut,
-        warmup_method=summary.warmup_method if summary else None,
+        warmup_method=metrics.summary.warmup_method if metrics.summary else None,
         metrics=metrics,
     )
 
@@ -261,18 +250,6 @@ def _steady_rows(metrics: Metrics, steps: Sequence[int], cut: int) -> list[int]:
     return [
         i for i in range(cut, len(steps)) if steps[i] not in window and not (flagged[i] is not None and flagged[i] != 0)
     ]
-
-
-def _share(
-    series: Mapping[str, list[float | None]], name: str, times: Sequence[float | None], rows: Sequence[int]
-) -> float | None:
-    """A component's share of the step time over `rows` (as the summary computes it over its own rows)."""
-    column = series.get(name)
-    if column is None:
-        return None
-    pairs = [(v, t) for i in rows if (v := column[i]) is not None and _ok(v) and (t := times[i]) is not None]
-    total = sum(t for _, t in pairs)
-    return sum(v for v, _ in pairs) / total if pairs and total > 0 else None
 
 
 def _col(series: Mapping[str, list[float | None]], name: str, n: int) -> list[float | None]:
