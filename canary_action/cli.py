@@ -116,7 +116,7 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
     loaded = load_config(config, overrides)
     for notice in loaded.notices:
         click.echo(f"note: {notice}", err=True)
-    from canary_action.train.run import run_canary  # the heavy import, only for this command
+    from canary_action.train.launch import run_canary  # the heavy import, only for this command
 
     outcome = run_canary(loaded, output_dir)
     click.echo(_run_report(outcome.metrics, outcome.metrics_path))

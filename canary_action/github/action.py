@@ -63,7 +63,7 @@ Trainer = Callable[["LoadedConfig", Path], Path]
 
 
 def train(loaded: LoadedConfig, output_dir: Path) -> Path:
-    from canary_action.train.run import run_canary  # torch: only when a run mode step trains
+    from canary_action.train.launch import run_canary  # torch: only when a run mode step trains
 
     return run_canary(loaded, output_dir).metrics_path
 

@@ -1,7 +1,7 @@
 """One rank of a multi-process run, as the run's code sees it: who it is, where its records go, and the one
 decision the ranks must take together (stopping).
 
-Files, under <run_dir>/ranks/ (read back by launch.py):
+Files, under <run_dir>/ranks/ (read back by launch/ranks.py):
 - `rank<k>.steps.jsonl`: the rank's rows, one JSON line per optimizer step, appended as the run goes, so a
   rank killed mid-run (the launcher ends the others when one dies) still leaves its measured steps;
 - `rank<k>.json`: its RankRecord (status, events, notices, workload), written at its end;

@@ -1,4 +1,4 @@
-"""One canary run, start to finish: preflight, build, train, and always write metrics.json.
+"""One canary process, start to finish: preflight, build, train, and what it measured.
 
 The steps are the same for every family; the family module (`canary_action.train.<training_type>`, all with
 the same four functions: preflight, prepare_dataset, build_trainer, count_batch) supplies what differs.
@@ -15,7 +15,6 @@ import json
 import time
 import traceback
 import warnings
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -27,7 +26,7 @@ from transformers.trainer_callback import PrinterCallback
 from canary_action import __version__
 from canary_action.config.load import LoadedConfig, config_hash
 from canary_action.config.schema import CommonConfig
-from canary_action.errors import CanaryError, TrainingError
+from canary_action.errors import CanaryError
 from canary_action.fingerprint import collect_environment, git_revision
 from canary_action.metrics import schema as m
 from canary_action.metrics.io import write_metrics
@@ -43,13 +42,7 @@ from canary_action.train.profiler import ProfilerWindow
 from canary_action.train.progress import ProgressLine
 from canary_action.train.ranks import RankContext, RankSync
 from canary_action.train.setup import TrainingSetup
-from canary_action.train.stages import current_stage, reset_stage, stage
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    metrics: m.Metrics
-    metrics_path: Path
+from canary_action.train.stages import current_stage, stage
 
 
 def family_module(training_type: str) -> ModuleType:
@@ -57,42 +50,12 @@ def family_module(training_type: str) -> ModuleType:
     return importlib.import_module(f"canary_action.train.{training_type}")
 
 
-def run_canary(loaded: LoadedConfig, output_dir: Path | None = None) -> RunOutcome:
-    config = loaded.config
-    started = datetime.now(UTC)
-    run_id = f"{config.name}-{started:%Y%m%dT%H%M%SZ}"
-    run_dir = (output_dir or Path(config.output_dir)) / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if config.num_processes > 1:
-        from canary_action.train.launch import launch_canary
-
-        return launch_canary(loaded, run_id, run_dir, started)
-    run = CanaryRun(loaded, run_dir)
-    reset_stage()
-    quiet_library_progress_bars()
-    try:
-        run.execute()
-    except BaseException as error:  # everything, Ctrl-C included: the measurements are written first
-        run.fail(error)
-        metrics = run.finish(run_id, started)
-        if isinstance(error, CanaryError):
-            raise
-        if isinstance(error, KeyboardInterrupt):
-            raise
-        raise TrainingError(
-            f"{type(error).__name__} during {metrics.status.stage}: {error}",
-            fix=f"read the traceback in {run_dir / 'error.log'}; what was measured is in {run_dir / 'metrics.json'}",
-            metrics_path=run_dir / "metrics.json",
-        ) from error
-    return RunOutcome(run.finish(run_id, started), run_dir / "metrics.json")
-
-
 class CanaryRun:
     """The state of one run while it executes; `finish` turns it into metrics.json.
 
     Under the launcher (num_processes > 1) each rank runs one of these with its RankContext: it adds the
     communication timer and the rank's bookkeeping, prints progress and profiles on rank 0 only, and ends
-    with `rank_record()` instead of `finish()` (launch.py merges the ranks).
+    with `rank_record()` instead of `finish()` (launch/ranks.py merges the ranks).
     """
 
     def __init__(self, loaded: LoadedConfig, run_dir: Path, rank: RankContext | None = None) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from canary_action.compare.command import run_compare
 from canary_action.config.load import load_config
-from canary_action.train.run import run_canary
+from canary_action.train.launch import run_canary
 
 pytestmark = pytest.mark.training
 

@@ -8,7 +8,7 @@ import pytest
 
 from canary_action.config.load import load_config
 from canary_action.metrics import schema as m
-from canary_action.train.run import run_canary
+from canary_action.train.launch import run_canary
 
 pytestmark = pytest.mark.ppo
 pytest.importorskip("trl.experimental.ppo", reason="this TRL has no value-model PPO; CI runs this file on trl 1.12")

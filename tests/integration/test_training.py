@@ -19,9 +19,10 @@ from canary_action.metrics import schema as m
 from canary_action.metrics.io import read_metrics
 from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters
 from canary_action.train.instrument import instrument
+from canary_action.train.launch import run_canary
 from canary_action.train.placement import TORCH_DEFAULT_THREADS, resolve_placement
 from canary_action.train.probes import DeviceProbe
-from canary_action.train.run import family_module, run_canary
+from canary_action.train.run import family_module
 from canary_action.train.setup import TrainingSetup
 
 pytestmark = pytest.mark.training

@@ -13,8 +13,8 @@ import yaml
 from canary_action.config import config_hash, load_config, parse_config
 from canary_action.errors import ConfigError
 from canary_action.train import distributed
-from canary_action.train.launch import launcher_command, write_launch_files
-from canary_action.train.worker import LaunchSpec
+from canary_action.train.launch.rank_worker import LaunchSpec
+from canary_action.train.launch.ranks import launcher_command, write_launch_files
 
 ROOT = Path(__file__).parents[2]
 BAD = ROOT / "tests" / "fixtures" / "configs" / "bad"
@@ -173,7 +173,7 @@ def test_the_launch_is_accelerate_with_our_own_config_file(tmp_path: Path) -> No
     assert command[command.index("--num_cpu_threads_per_process") + 1] == "1"
     assert command[command.index("--main_process_port") + 1] == "0"  # a free port, chosen by accelerate
     assert command[command.index("--config_file") + 1] == str(accelerate_config)  # never the user's default
-    assert command[-4:] == ["--module", "canary_action.train.worker", "--spec", str(spec_path)]
+    assert command[-4:] == ["--module", "canary_action.train.launch.rank_worker", "--spec", str(spec_path)]
     spec = LaunchSpec.model_validate_json(spec_path.read_text())
     assert parse_config(spec.config, source="spec").config == loaded.config
     assert spec.run_dir.is_absolute()

@@ -1,7 +1,7 @@
 """A multi-process canary (num_processes > 1): launched through accelerate's launcher, merged into one
 metrics.json by the process that launched it.
 
-    canary run ──► preflight here (no CUDA context) ──► accelerate launch (torchrun) ──► N x train/worker.py
+    canary run ──► preflight here (no CUDA context) ──► accelerate launch (torchrun) ──► N x launch/rank_worker.py
         ──► each rank: its steps file + RankRecord ──► here: merge (metrics/merge.py) ──► metrics.json
 
 The parent picks run_id and the run directory and hands them down in a spec file, so all ranks agree. It
@@ -38,11 +38,12 @@ from canary_action.metrics.merge import (
 )
 from canary_action.metrics.summarize import steady_rows, summarize
 from canary_action.train import distributed
+from canary_action.train.launch.outcome import RunOutcome
+from canary_action.train.launch.rank_worker import LaunchSpec
 from canary_action.train.placement import cpu_threads
 from canary_action.train.ranks import read_rows, record_path, steps_path
-from canary_action.train.run import RunOutcome, assemble_metrics, family_module, profiler_steps
+from canary_action.train.run import assemble_metrics, family_module, profiler_steps
 from canary_action.train.stages import current_stage, reset_stage, stage
-from canary_action.train.worker import LaunchSpec
 
 #: Beyond the training loop's own timeout: model loading (a first download), process start and teardown. Only
 #: a hung launcher meets this limit; a slow training loop stops itself at timeout_minutes, measured.
@@ -153,7 +154,7 @@ def launcher_command(num_processes: int, threads: int, spec_path: Path, accelera
         "--num_cpu_threads_per_process", str(threads),
         "--mixed_precision", "no",
         "--dynamo_backend", "no",
-        "--module", "canary_action.train.worker",
+        "--module", "canary_action.train.launch.rank_worker",
         "--spec", str(spec_path),
     ]  # fmt: skip
 

@@ -1,8 +1,9 @@
-"""The entry module each rank runs under accelerate's launcher: `python -m canary_action.train.worker --spec F`.
+"""The entry module each rank runs under accelerate's launcher:
+`python -m canary_action.train.launch.rank_worker --spec F`.
 
-The spec (written by launch.py) holds the resolved config and the run directory the parent chose, so every
+The spec (written by ranks.py) holds the resolved config and the run directory the parent chose, so every
 rank trains the same canary into the same run. A rank runs the same `CanaryRun` as a single process, then leaves
-its RankRecord; it never writes metrics.json (the launching process merges the ranks). Its exit status is
+its RankRecord; it never writes metrics.json (ranks.py, in the launching process, merges them). Its exit status is
 0 when it trained, 1 when it failed: the launcher then ends the other ranks.
 """
 
@@ -31,7 +32,7 @@ class Terminated(Exception):  # noqa: N818  # the launcher's SIGTERM, turned int
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m canary_action.train.worker")
+    parser = argparse.ArgumentParser(prog="python -m canary_action.train.launch.rank_worker")
     parser.add_argument("--spec", type=Path, required=True, help="The launch spec written by `canary run`.")
     spec_path = parser.parse_args(argv).spec
     spec = LaunchSpec.model_validate_json(spec_path.read_text(encoding="utf-8"))

@@ -1,0 +1,31 @@
+"""How a canary executes: the orchestration above the per-process runner (train/run.py).
+
+    single      one process: this one runs CanaryRun and writes metrics.json          (single.py)
+    ranks       N processes through accelerate's launcher, merged into one metrics.json (ranks.py, rank_worker.py)
+    pair        two code trees trained side by side, taking turns, one metrics.json each (pair.py, pair_side.py)
+
+The runner below knows nothing of how it was started: it takes a config, a run directory and, where an
+orchestrator needs one, a rank context or a step gate. Nothing here is imported by train/run.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from canary_action.config.load import LoadedConfig
+from canary_action.train.launch.outcome import RunOutcome, new_run_dir
+
+
+def run_canary(loaded: LoadedConfig, output_dir: Path | None = None) -> RunOutcome:
+    """One canary from a loaded config: in this process, or through the launcher when num_processes > 1."""
+    run_id, run_dir, started = new_run_dir(loaded.config, output_dir)
+    if loaded.config.num_processes > 1:
+        from canary_action.train.launch.ranks import launch_canary
+
+        return launch_canary(loaded, run_id, run_dir, started)
+    from canary_action.train.launch.single import run_single
+
+    return run_single(loaded, run_id, run_dir, started)
+
+
+__all__ = ["RunOutcome", "run_canary"]

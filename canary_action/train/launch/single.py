@@ -1,0 +1,31 @@
+"""A canary in this process: CanaryRun, and metrics.json written whatever ends it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from canary_action.config.load import LoadedConfig
+from canary_action.errors import CanaryError, TrainingError
+from canary_action.train.launch.outcome import RunOutcome
+from canary_action.train.run import CanaryRun, quiet_library_progress_bars
+from canary_action.train.stages import reset_stage
+
+
+def run_single(loaded: LoadedConfig, run_id: str, run_dir: Path, started: datetime) -> RunOutcome:
+    run = CanaryRun(loaded, run_dir)
+    reset_stage()
+    quiet_library_progress_bars()
+    try:
+        run.execute()
+    except BaseException as error:  # everything, Ctrl-C included: the measurements are written first
+        run.fail(error)
+        metrics = run.finish(run_id, started)
+        if isinstance(error, CanaryError | KeyboardInterrupt):
+            raise
+        raise TrainingError(
+            f"{type(error).__name__} during {metrics.status.stage}: {error}",
+            fix=f"read the traceback in {run_dir / 'error.log'}; what was measured is in {run_dir / 'metrics.json'}",
+            metrics_path=run_dir / "metrics.json",
+        ) from error
+    return RunOutcome(run.finish(run_id, started), run_dir / "metrics.json")
