@@ -17,7 +17,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from canary_action.errors import MetricsFileError
-from canary_action.metrics.schema import SCHEMA_VERSION, Metrics
+from canary_action.metrics.schema import READ_VERSIONS, SCHEMA_VERSION, Metrics
 
 MAX_BYTES: Final = 64 * 2**20  # a 10,000-step run with 40 columns is ~10 MiB; beyond this it is not ours
 _SHOWN_ERRORS: Final = 5
@@ -57,7 +57,7 @@ def write_metrics(metrics: Metrics, path: Path) -> None:
 
 
 def read_metrics(path: Path) -> Metrics:
-    """Read and validate a metrics.json of schema version 1. Raises MetricsFileError, nothing else."""
+    """Read and validate a metrics.json of a version this canary reads (READ_VERSIONS). Raises MetricsFileError."""
     data = load_json(path)
     if not isinstance(data, dict):
         raise MetricsFileError(
@@ -146,12 +146,12 @@ def _check_version(path: Path, data: dict[str, Any]) -> None:
             fix="pass the metrics.json that `canary run` wrote",
         )
     version = data["schema_version"]
-    if type(version) is int and version == SCHEMA_VERSION:  # not True, not 1.0, not "1"
+    if type(version) is int and version in READ_VERSIONS:  # not True, not 1.0, not "1"
         return
     newer = type(version) is int and version > SCHEMA_VERSION
     found = clip_text(json.dumps(version, ensure_ascii=False), 60)
     raise MetricsFileError(
-        f"{path} has schema_version {found}; this canary reads version {SCHEMA_VERSION}",
+        f"{path} has schema_version {found}; this canary reads versions {' and '.join(map(str, READ_VERSIONS))}",
         fix="upgrade rlhf-canary: a newer release wrote this file" if newer else _RERUN,
     )
 

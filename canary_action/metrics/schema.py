@@ -12,7 +12,10 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+#: Versions this reader takes: 2 added `pair` (lockstep pairs) and nothing else, so a version 1 file is a
+#: version 2 file without it.
+READ_VERSIONS: Final = (1, 2)
 
 # Series names: namespaced, with units (STYLE 10). Algorithm metrics keep TRL's own key under "algo/".
 STEP = "step"
@@ -32,6 +35,8 @@ IN_PROFILER_WINDOW = "perf/in_profiler_window"
 ALGO_PREFIX = "algo/"
 #: Per-rank columns of a multi-process run: f"{RANK_PREFIX}{rank}/compute_s" and f"{RANK_PREFIX}{rank}/comm_s".
 RANK_PREFIX = "dist/rank"
+#: Lockstep pairs: the round (0, 1, ...) in which each step ran; the other side's steps of a round ran next to it.
+PAIR_ROUND = "pair/round"
 
 
 class Record(BaseModel):
@@ -218,9 +223,22 @@ class Distributed(Record):
     )
 
 
+class PairSide(Record):
+    """One side of a lockstep pair: two canaries trained side by side, taking turns every chunk_steps steps."""
+
+    pair_id: str = Field(description="Shared by both sides' metrics.json and the pair's pair.json.")
+    side: Literal["base", "head"] = Field(description="base: the base commit's code tree; head: the PR's.")
+    chunk_steps: int = Field(
+        ge=1, description="Optimizer steps per turn; the series column pair/round has each step's round."
+    )
+    tree: str = Field(description="The code tree this side ran from.")
+
+
 class Status(Record):
     state: Literal["completed", "stopped_early", "failed"]
-    reason: str | None = Field(None, description="stopped_early: non_finite | timeout | trainer; failed: the error.")
+    reason: str | None = Field(
+        None, description="stopped_early: non_finite | timeout | trainer | pair_ended; failed: the error."
+    )
     step: int | None = Field(None, description="The optimizer step where the run stopped or failed.")
     stage: str | None = Field(None, description="failed: config | preflight | load_model | load_data | build | train.")
     exception_type: str | None = None
@@ -228,7 +246,7 @@ class Status(Record):
 
 
 class Metrics(Record):
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1, 2] = SCHEMA_VERSION
     run: RunIdentity
     env: EnvFingerprint
     workload: Workload | None = Field(description="None when the run failed before the model and data were loaded.")
@@ -238,6 +256,7 @@ class Metrics(Record):
     stability: Stability
     profiler: ProfilerSummary | None = None
     distributed: Distributed | None = Field(None, description="Multi-process runs only (num_processes > 1).")
+    pair: PairSide | None = Field(None, description="Lockstep pairs only: which side of which pair this run is.")
     status: Status
     notices: list[str] = Field(default_factory=list, description="Config overrides and ignored keys, said aloud.")
     measurement_warnings: list[str] = Field(
