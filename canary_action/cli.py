@@ -31,6 +31,7 @@ from canary_action.errors import (
 from canary_action.metrics.schema import Distributed, Metrics
 
 if TYPE_CHECKING:
+    from canary_action.compare.result import CompareResult
     from canary_action.report.render import Kind  # jinja2 only for the commands that render
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
@@ -124,7 +125,7 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
 
 @cli.command("compare")
 @click.argument("current", type=click.Path(path_type=Path))
-@click.argument("baselines", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("baselines", nargs=-1, type=click.Path(path_type=Path))
 @click.option(
     "--threshold-tier",
     "tier",
@@ -141,7 +142,7 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
     metavar="FIELD",
     help="A workload field that may differ without making checks not-comparable (repeatable), e.g. max_length.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (result_schema_version 1).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (result_schema_version 2).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the report here instead of stdout.")
 def compare_command(  # click passes options as keywords
     *,
@@ -155,21 +156,105 @@ def compare_command(  # click passes options as keywords
 ) -> None:
     """Compare a run with its baselines (files or directories, newest first).
 
+    CURRENT may be a lockstep pair's directory (from `canary pair`): its head side is judged against its base
+    side round by round, and BASELINES, if any, add history for the learning checks.
+
     Exit 0 pass or neutral, 1 regression, 2 bad input, 3 the current run crashed.
     """
     from canary_action.compare.command import run_compare
 
     result = run_compare(current, list(baselines), tier=tier, threshold_file=threshold_file, allowed=allowed)
-    if as_json:
-        text = result.model_dump_json(indent=2) + "\n"
-    else:
-        from canary_action.report.render import render
-
-        text = render(result, "markdown")
-    _emit(text, output, f"{result.verdict}: {result.reason}")
+    _emit(_result_text(result, as_json), output, f"{result.verdict}: {result.reason}")
     code = {"regression": EXIT_REGRESSION, "crashed": EXIT_INFRA}.get(result.verdict, EXIT_OK)
     if code:
         raise click.exceptions.Exit(code)
+
+
+@cli.command("pair")
+@click.argument("config", type=click.Path(path_type=Path))
+@click.option("--base", "base_tree", required=True, type=click.Path(path_type=Path), help="The base commit's tree.")
+@click.option("--head", "head_tree", required=True, type=click.Path(path_type=Path), help="The PR's tree.")
+@click.option("-o", "--output-dir", type=click.Path(path_type=Path), help="Write the pair here instead of output_dir.")
+@click.option(
+    "--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a config key on both sides."
+)
+@click.option("--chunk-steps", default=2, show_default=True, help="Optimizer steps each side trains per turn.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the random order inside each round.")
+@click.option("--cpus", help="CPUs both sides share, e.g. 0 or 0-3 (default: the first cpu_threads this may use).")
+@click.option("--baseline", "baselines", multiple=True, type=click.Path(path_type=Path),
+              help="Artifact baselines too (repeatable): history for the learning checks.")  # fmt: skip
+@click.option(
+    "--threshold-tier", "tier", type=click.Choice(["default", *_TIERS]), default="default", show_default=True,
+    help="The tier whose thresholds start the merge.",
+)  # fmt: skip
+@click.option("--threshold-file", type=click.Path(path_type=Path), help="Thresholds YAML (base_tier + overrides).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the report.")
+def pair_command(  # click passes options as keywords
+    *,
+    config: Path,
+    base_tree: Path,
+    head_tree: Path,
+    output_dir: Path | None,
+    overrides: tuple[str, ...],
+    chunk_steps: int,
+    seed: int,
+    cpus: str | None,
+    baselines: tuple[Path, ...],
+    tier: Tier,
+    threshold_file: Path | None,
+    as_json: bool,
+) -> None:
+    """Train CONFIG from two code trees in lockstep and judge the head against the base, round by round.
+
+    CONFIG is a path inside each tree (a PR may change it). Each side runs with its own tree first on the import
+    path and as its working directory. Writes DIR/<pair_id>/{base,head}/metrics.json, pair.json, result.json
+    and report.md. Exit codes as `canary compare`; 2 when a side refused its config, 3 when a side crashed
+    (after both sides' measurements are written and judged).
+    """
+    from canary_action.compare.command import run_compare
+    from canary_action.train.launch.pair import run_pair
+
+    outcome = run_pair(
+        base_tree, head_tree, config, output_dir=output_dir, overrides=overrides, chunk_steps=chunk_steps,
+        seed=seed, cpus=_cpu_list(cpus) if cpus else None,
+    )  # fmt: skip
+    if not outcome.head.exists() or isinstance(outcome.error, ConfigError):
+        raise outcome.error or TrainingError("the head side wrote no metrics.json", fix="read the log above")
+    result = run_compare(
+        outcome.pair_dir, list(baselines), tier=tier, threshold_file=threshold_file, missing_ok=True,
+        notes=[f"lockstep pair {outcome.record.pair_id}: {len(outcome.record.rounds)} rounds of "
+               f"{outcome.record.chunk_steps} steps, {outcome.record.wall_s:.0f} s"],
+    )  # fmt: skip
+    (outcome.pair_dir / "result.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    from canary_action.report.render import render
+
+    (outcome.pair_dir / "report.md").write_text(render(result, "markdown"), encoding="utf-8")
+    _emit(_result_text(result, as_json), None, f"{result.verdict}: {result.reason}")
+    if outcome.error is not None:
+        raise outcome.error
+    code = {"regression": EXIT_REGRESSION, "crashed": EXIT_INFRA}.get(result.verdict, EXIT_OK)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+def _cpu_list(text: str) -> list[int]:
+    """`0`, `0,2` or `0-3` as a list of CPU numbers."""
+    cpus: list[int] = []
+    try:
+        for part in text.split(","):
+            low, _, high = part.partition("-")
+            cpus += range(int(low), int(high or low) + 1)
+    except ValueError:
+        raise UsageError(f"--cpus {text!r} is not a CPU list", fix="write it as 0, 0,2 or 0-3") from None
+    return cpus
+
+
+def _result_text(result: CompareResult, as_json: bool) -> str:
+    if as_json:
+        return result.model_dump_json(indent=2) + "\n"
+    from canary_action.report.render import render
+
+    return render(result, "markdown")
 
 
 @cli.command("report")

@@ -16,6 +16,8 @@ from canary_action.compare.verdict import compare
 from canary_action.config.load import load_threshold_file
 from canary_action.config.thresholds import ThresholdOverrides, Tier, resolve
 from canary_action.errors import MetricsFileError, NoBaselineError, UsageError
+from canary_action.metrics.io import clip_text
+from canary_action.metrics.pair import PairRecord
 
 ALLOWABLE = sorted({*PERF_FIELDS, *LEARNING_FIELDS})
 
@@ -36,6 +38,15 @@ def run_compare(
     that says why, instead of NoBaselineError. `notes` go into the result ahead of the loader's.
     """
     _check_allowed(allowed)
+    members = pair_members(current_path)
+    if members is not None:  # a lockstep pair: its head side is judged, its base side first among the baselines
+        current_path, base_side = members
+        baseline_paths = [base_side, *baseline_paths]
+    if not baseline_paths and not missing_ok:
+        raise UsageError(
+            f"no baseline given for {current_path}",
+            fix="pass baseline metrics.json files or directories after it, or a lockstep pair's directory alone",
+        )
     current = load_current(current_path)
     try:
         history = load_baselines(baseline_paths, current)
@@ -61,6 +72,22 @@ def run_compare(
         allowed=allowed,
         notes=all_notes,
     )
+
+
+def pair_members(path: Path) -> tuple[Path, Path] | None:
+    """(head, base) metrics.json of a lockstep pair, given its directory or its pair.json; None otherwise."""
+    record_path = path / "pair.json" if path.is_dir() else path
+    if record_path.name != "pair.json" or not record_path.is_file():
+        return None
+    try:
+        PairRecord.model_validate_json(record_path.read_text(encoding="utf-8"))
+    except (ValidationError, OSError, UnicodeDecodeError) as e:
+        raise MetricsFileError(
+            f"{record_path} is not a lockstep pair record: {clip_text(str(e), 300)}",
+            fix="pass the directory `canary pair` wrote, or the two sides' metrics.json (head first)",
+        ) from e
+    folder = record_path.parent  # the sides' folders are fixed names: a record cannot point elsewhere
+    return folder / "head" / "metrics.json", folder / "base" / "metrics.json"
 
 
 def _inline(current: RunData) -> ThresholdOverrides | None:

@@ -23,6 +23,9 @@ class Context:
     learning: Split
     thresholds: Thresholds
     tier: str = "default"
+    partner: RunData | None = None
+    """A lockstep pair's base side when the current run is its head side: perf is then judged round by round
+    against it (paired.py), whatever other baselines there are."""
 
     @property
     def learning_severity(self) -> Literal["fail", "warn"]:

@@ -134,6 +134,7 @@ CONFIG_RULES: Final[dict[str, Effect]] = {
     "max_steps": Effect(0.2, ANY, "a different run length: the warm-up cut and the tail figures shift"),
     "profiler.enabled": Effect(0.2, PERF, "profiler overhead can spill into the steps around its window"),
     "fault_injection.sleep_s_per_step": Effect(0.9, PERF, "a planted per-step sleep (fault injection)"),
+    "fault_injection.extra_matmuls_per_step": Effect(0.9, PERF, "planted extra compute per step (fault injection)"),
     "fault_injection.nan_loss_at_step": Effect(
         0.9, TRAINING, "a planted NaN loss (fault injection)", numerics=0.9),
     "fault_injection.crash_at_step": Effect(0.9, frozenset({"run_status"}), "a planted crash (fault injection)"),

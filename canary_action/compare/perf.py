@@ -7,6 +7,7 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 
+from canary_action.compare import paired
 from canary_action.compare.context import (
     NEW_BASELINE,
     Context,
@@ -19,6 +20,7 @@ from canary_action.compare.context import (
 from canary_action.compare.result import Check, Interval
 from canary_action.compare.runs import RunData
 from canary_action.compare.stats import Effect, Sample, compare_levels, judge, prior_ratio
+from canary_action.metrics import schema as m
 
 TOKENS_PER_STEP_SAME = 0.005  # within 0.5 %: the same batches, so tokens/s is step time in other units
 MIRROR_SHARE = 0.5  # tokens per step within half the tokens/s limit: a tokens/s failure would be step time's
@@ -44,8 +46,10 @@ def perf_checks(ctx: Context) -> tuple[list[Check], Effect | None]:
         _tokens_per_sec(ctx),
         _first_step(ctx, effect),
         _points(ctx, "gpu_utilization", lambda r: r.gpu_utilization_pct, ctx.thresholds.max_gpu_util_drop_pp, -1),
-        _points(ctx, "data_wait_share", _wait_pct, ctx.thresholds.max_data_wait_increase_pp, +1),
+        _data_wait(ctx),
     ]
+    if ctx.partner is not None and ctx.current.generation_share is not None:
+        checks.append(_paired_share(ctx, "generation_share", m.GENERATION_S, ctx.thresholds.max_data_wait_increase_pp))
     return checks, effect
 
 
@@ -62,6 +66,12 @@ def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
     blocked = _blocked(ctx, name, unit, len(ctx.current.steady_step_times or []))
     if blocked:
         return blocked, None
+    if ctx.partner is not None:
+        effect = paired.paired_effect(ctx.current, ctx.partner, paired.step_time)
+        if effect is None:
+            return _too_few_rounds(ctx, name, unit), None
+        check = judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median)
+        return check, effect
     effect = step_time_effect(ctx.current, ctx.perf.usable)
     if effect is None:
         why = "no steady-state step times in the baseline"
@@ -85,6 +95,11 @@ def _tokens_per_sec(ctx: Context) -> Check:
     blocked = _blocked(ctx, name, unit, len(ctx.current.steady_tokens or []))
     if blocked:
         return blocked
+    if ctx.partner is not None:
+        effect = paired.paired_effect(ctx.current, ctx.partner, paired.tokens_per_s)
+        if effect is None:
+            return _too_few_rounds(ctx, name, unit)
+        return judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
     own = _rates(ctx.current)
     samples = [s for b in measured if (s := _rates(b)) is not None]
     if own is None or not samples:
@@ -139,6 +154,40 @@ def _first_step(ctx: Context, step_time: Effect | None) -> Check:
     )  # fmt: skip
 
 
+def _data_wait(ctx: Context) -> Check:
+    limit = ctx.thresholds.max_data_wait_increase_pp
+    if ctx.partner is not None and ctx.current.data_wait_share is not None:
+        return _paired_share(ctx, "data_wait_share", m.DATA_WAIT_S, limit)
+    return _points(ctx, "data_wait_share", _wait_pct, limit, +1)
+
+
+def _paired_share(ctx: Context, name: str, column: str, limit: float) -> Check:
+    """A share of step time (data wait, generation), head minus base per round: warns when clearly up by more
+    than the limit in percentage points (a share moves with the step, so it names a mechanism, not a verdict)."""
+    assert ctx.partner is not None
+    points = paired.paired_points(ctx.current, ctx.partner, paired.share_of(column))
+    if points is None:
+        return _too_few_rounds(ctx, name, "%")
+    clear = points.low_pp > 0 or points.high_pp < 0
+    status = "warn" if points.low_pp > 0 and points.delta_pp > limit else "pass"
+    label = name.replace("_", " ")
+    return Check(
+        name=name, group="perf", status=status, unit="%", baseline=points.base, current=points.current,
+        delta=points.delta_pp, delta_pct=pct(points.delta_pp, points.base),
+        interval=Interval(low=points.low_pp, high=points.high_pp), threshold=limit, threshold_unit="pp",
+        message=f"{label} {points.base:.1f} % → {points.current:.1f} % ({points.delta_pp:+.1f} points "
+        f"[{points.low_pp:+.1f}, {points.high_pp:+.1f}]) paired over {points.rounds} rounds, "
+        f"{'clear' if clear else 'not statistically clear'}",
+    )  # fmt: skip
+
+
+def _too_few_rounds(ctx: Context, name: str, unit: str) -> Check:
+    why = f"fewer than {paired.MIN_ROUNDS} lockstep rounds with steady steps on both sides"
+    return skipped(
+        name, "perf", unit, why, fix=f"{too_short_fix(ctx)}; or take turns in smaller chunks (--chunk-steps)"
+    )
+
+
 def _points(ctx: Context, name: str, get: Callable[[RunData], float | None], limit: float, worse: int) -> Check:
     """A share in percent compared in percentage points; worse = +1 when growth is bad, -1 when a drop is."""
     current = get(ctx.current)
@@ -168,9 +217,14 @@ def judged(
     base = current / (1 + effect.delta_pct / 100) if current is not None else None
     sign = "+" if worse == "higher" else "−"
     clear = "clear" if (effect.low_pct > 0 or effect.high_pct < 0) else "not statistically clear"
+    against = (
+        f"paired with the base side over {effect.paired_rounds} lockstep rounds"
+        if effect.paired_rounds is not None
+        else f"against {_baselines(effect.num_baselines)}"
+    )
     message = (
-        f"{effect.delta_pct:+.1f} % [{effect.low_pct:+.1f} %, {effect.high_pct:+.1f} %] against "
-        f"{_baselines(effect.num_baselines)}, {clear}; limit {sign}{decision.limit_pct:.1f} %"
+        f"{effect.delta_pct:+.1f} % [{effect.low_pct:+.1f} %, {effect.high_pct:+.1f} %] {against}, {clear}; "
+        f"limit {sign}{decision.limit_pct:.1f} %"
     )
     return Check(
         name=name,
@@ -192,7 +246,12 @@ def judged(
 
 
 def _noise_note(effect: Effect, limit: float, applied: float, k: float) -> str:
-    if effect.run_spread_pct is None:
+    if effect.paired_rounds is not None:
+        spread = (
+            f"rounds spread {effect.run_spread_pct or 0:.1f} % over {effect.paired_rounds} rounds, plus "
+            f"{effect.prior_spread_pct:.1f} % between processes"
+        )
+    elif effect.run_spread_pct is None:
         assumed = f"{effect.prior_spread_pct:.1f} %"
         spread = f"run-to-run spread unmeasured with one baseline, assumed {assumed} from the per-step spread"
     else:

@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from canary_action.config.thresholds import Thresholds, Tier
 from canary_action.metrics.schema import Distributed
 
-RESULT_SCHEMA_VERSION: Final = 1
+RESULT_SCHEMA_VERSION: Final = 2
+#: Versions `canary report` reads: 2 added `pairing` and nothing else.
+READ_RESULT_VERSIONS: Final = (1, 2)
 
 Verdict = Literal["pass", "regression", "neutral", "crashed"]
 CheckStatus = Literal["pass", "fail", "warn", "skip", "not-comparable"]
@@ -115,6 +117,18 @@ class Noise(Record):
     method: str = Field(description="How intervals were computed, in words.")
 
 
+class Pairing(Record):
+    """A lockstep comparison: the current run is the head side of a pair, the base side trained beside it."""
+
+    pair_id: str
+    base_run_id: str = Field(description="The base side's run (the base commit's code tree).")
+    chunk_steps: int = Field(description="Optimizer steps each side trained per turn.")
+    rounds: int | None = Field(description="Rounds both sides trained steady steps in (None: step time unjudged).")
+    process_spread_pct: float = Field(description="Process-level spread added to the paired interval (%).")
+    base_tree: str
+    head_tree: str
+
+
 class RunRef(Record):
     run_id: str
     source: str = Field(description="The file it was read from.")
@@ -142,7 +156,7 @@ class Curve(Record):
 
 
 class CompareResult(Record):
-    result_schema_version: Literal[1] = RESULT_SCHEMA_VERSION
+    result_schema_version: Literal[1, 2] = RESULT_SCHEMA_VERSION
     verdict: Verdict
     reason: str = Field(description="One line: why this verdict.")
     tier: Tier
@@ -155,6 +169,7 @@ class CompareResult(Record):
     comparability: Comparability
     noise: Noise | None
     warmup: Warmup | None = Field(None, description="The warm-up cut applied to every run (None: no step times).")
+    pairing: Pairing | None = Field(None, description="Set when perf was judged round by round in a lockstep pair.")
     env_changes: list[Change] = Field(default_factory=list)
     config_changes: list[Change] = Field(default_factory=list)
     op_changes: list[OpChange] = Field(default_factory=list)

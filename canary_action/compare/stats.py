@@ -69,6 +69,9 @@ class Effect:
     num_baselines: int
     step_sd_log: float = 0.0
     """The per-step spread (robust SD of log step times, median over the runs): one step's own noise."""
+    paired_rounds: int | None = None
+    """A lockstep pair's comparison: the rounds judged (run_spread_pct is then the rounds' spread, and
+    prior_spread_pct the process-level spread added to the interval); None for separate runs."""
 
     def noise_floor_pct(self, k: float) -> float:
         """The smallest change k noise SDs away from zero, in percent."""

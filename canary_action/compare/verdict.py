@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Final
 
-from canary_action.compare import curves, window
+from canary_action.compare import curves, paired, window
 from canary_action.compare.comparability import LEARNING_FIELDS, PERF_FIELDS, describe, split
 from canary_action.compare.context import Context
 from canary_action.compare.diff import config_changes, env_changes, op_changes
@@ -20,7 +20,7 @@ from canary_action.compare.distributed import distributed_checks
 from canary_action.compare.learning import curve_baselines, learning_checks, loss_band
 from canary_action.compare.memory import memory_checks
 from canary_action.compare.perf import perf_checks
-from canary_action.compare.result import Check, Comparability, CompareResult, Noise, Verdict
+from canary_action.compare.result import Check, Comparability, CompareResult, Noise, Pairing, Verdict
 from canary_action.compare.runs import RunData
 from canary_action.compare.stability import stability_checks
 from canary_action.compare.stats import Effect
@@ -56,7 +56,11 @@ def compare(
     warmup = window.common_warmup([current, *perf.usable], thresholds.min_step_count)
     current, *usable = window.apply([current, *perf.usable], warmup)
     perf = replace(perf, usable=usable)
-    ctx = Context(current=current, baselines=baselines, perf=perf, learning=learning, thresholds=thresholds, tier=tier)
+    partner = paired.partner(current, usable)
+    ctx = Context(
+        current=current, baselines=baselines, perf=perf, learning=learning, thresholds=thresholds, tier=tier,
+        partner=partner,
+    )  # fmt: skip
     perf_results, effect = perf_checks(ctx)
     t = thresholds
     band = loss_band(current, curve_baselines(ctx), t.loss_curve_tolerance_pct, t.run_spread_k)
@@ -100,6 +104,7 @@ def compare(
         ),
         noise=_noise(effect, thresholds),
         warmup=warmup,
+        pairing=_pairing(current, partner, effect),
         env_changes=env,
         config_changes=config,
         op_changes=ops,
@@ -157,9 +162,33 @@ def _verdict(
     )
 
 
+def _pairing(current: RunData, partner: RunData | None, effect: Effect | None) -> Pairing | None:
+    head = current.metrics.pair if current.metrics is not None else None
+    base = partner.metrics.pair if partner is not None and partner.metrics is not None else None
+    if partner is None or head is None or base is None:
+        return None
+    return Pairing(
+        pair_id=head.pair_id, base_run_id=partner.run_id, chunk_steps=head.chunk_steps,
+        rounds=effect.paired_rounds if effect is not None else None,
+        process_spread_pct=100 * paired.process_sd(current), base_tree=base.tree, head_tree=head.tree,
+    )  # fmt: skip
+
+
 def _noise(effect: Effect | None, thresholds: Thresholds) -> Noise | None:
     if effect is None:
         return None
+    if effect.paired_rounds is not None:
+        return Noise(
+            baseline_runs=1,
+            run_spread_pct=None,
+            run_spread_k=thresholds.run_spread_k,
+            method=(
+                f"paired A/B: the head and base sides took turns on this runner; per round, the log ratio of their "
+                f"median step times; mean over {effect.paired_rounds} rounds (rounds spread "
+                f"{effect.run_spread_pct or 0:.1f} %), interval from that spread plus a process-level spread of "
+                f"{effect.prior_spread_pct:.1f} %; t interval, {effect.dof} d.o.f."
+            ),
+        )
     method = (
         "step time: median of steady-state steps on a log scale; within-run error by batch medians "
         "(autocorrelation-safe); run-to-run spread "

@@ -56,7 +56,19 @@ class FaultInjection(StrictModel):
 
     nan_loss_at_step: int | None = Field(None, ge=1, description="Multiply the loss by NaN at this optimizer step.")
     crash_at_step: int | None = Field(None, ge=1, description="Raise an exception during this optimizer step.")
-    sleep_s_per_step: float = Field(0.0, ge=0, description="Sleep this long inside every step (a planted slowdown).")
+    sleep_s_per_step: float = Field(
+        0.0,
+        ge=0,
+        description="Sleep this long inside every step: a planted wait (a slow data source). A sleeping process "
+        "hands the CPU back, so the rest of its step may run at another speed: for a slowdown that costs compute "
+        "as a real regression does, use extra_matmuls_per_step.",
+    )
+    extra_matmuls_per_step: int = Field(
+        0,
+        ge=0,
+        description="Do this many extra 256x256 float32 matrix products on the run's device inside every step: a "
+        "planted compute slowdown (benchmarks/lockstep.py sizes it as a share of the step).",
+    )
     slow_rank: int | None = Field(
         None,
         ge=0,

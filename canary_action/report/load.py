@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from canary_action.compare.result import RESULT_SCHEMA_VERSION, CompareResult
+from canary_action.compare.result import READ_RESULT_VERSIONS, CompareResult
 from canary_action.errors import MetricsFileError, ResultFileError
 from canary_action.metrics.io import clip_text, load_json, validation_summary
 
@@ -21,10 +21,11 @@ def read_result(path: Path) -> CompareResult:
         raise ResultFileError(e.message.replace("metrics.json", "result.json"), fix=_REMAKE) from e
     if not isinstance(data, dict) or "result_schema_version" not in data:
         raise ResultFileError(f"{path} is not an rlhf-canary compare result", fix=_REMAKE)
-    if data["result_schema_version"] != RESULT_SCHEMA_VERSION:
+    version = data["result_schema_version"]
+    if type(version) is not int or version not in READ_RESULT_VERSIONS:
         raise ResultFileError(
-            f"{path} has result_schema_version {clip_text(repr(data['result_schema_version']), 40)}; this canary reads "
-            f"{RESULT_SCHEMA_VERSION}",
+            f"{path} has result_schema_version {clip_text(repr(version), 40)}; this canary reads "
+            f"{' and '.join(map(str, READ_RESULT_VERSIONS))}",
             fix=f"use the rlhf-canary release that wrote it, or {_REMAKE}",
         )
     try:

@@ -124,6 +124,8 @@ class ReportView:
     """Set when parts were left out to fit a size limit: what, and where the full report is."""
     ranks: RankTable | None = None
     """The per-rank table of a multi-process run (None: one process). Small, so never dropped for size."""
+    baseline_kind: Md | None = None
+    """One line under the verdict when the baseline was not the usual artifact history (a lockstep pair)."""
 
     def degraded(self, level: int, note: Md) -> ReportView:
         """A copy with the first `level` parts dropped, in the fixed order charts, per-step detail, env diff."""
@@ -175,6 +177,20 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
         why=_why(result),
         how_to_baseline=None if result.baselines else _yaml_block(links.baseline_snippet),
         ranks=_ranks(result.current.distributed),
+        baseline_kind=_paired_line(result),
+    )
+
+
+def _paired_line(result: CompareResult) -> Md | None:
+    pairing = result.pairing
+    if pairing is None:
+        return None
+    rounds = f"{pairing.rounds} rounds" if pairing.rounds is not None else "too few rounds to judge speed"
+    history = len(result.baselines) - 1
+    extra = f"; {history} artifact baseline(s) for the learning checks" if history > 0 else ""
+    return Md(
+        f"⚖️ **Paired A/B** on this runner: the PR's code and its base commit took turns, {pairing.chunk_steps} "
+        f"steps at a time — {rounds}{extra}"
     )
 
 
@@ -379,7 +395,13 @@ def _facts(result: CompareResult) -> list[Md]:
     if result.baselines:
         shas = ", ".join(f"`{_code(b.git_sha[:12])}`" for b in result.baselines if b.git_sha) or "unknown commits"
         facts.append(Md(f"Baselines: {len(result.baselines)} run(s) — {shas}"))
-    if result.noise is not None:
+    if result.pairing is not None:
+        pairing = result.pairing
+        facts.append(
+            Md(f"Paired with: {text(pairing.base_run_id, 80)} (base tree `{_code(pairing.base_tree, 60)}`); "
+               f"process-level spread {pairing.process_spread_pct:.1f} % in every interval")
+        )  # fmt: skip
+    elif result.noise is not None:
         spread = result.noise.run_spread_pct
         measured = f"{spread:.1f} %" if spread is not None else "not measured (one baseline)"
         facts.append(Md(f"Run-to-run spread: {measured}; limits widen to {result.noise.run_spread_k:g} × the noise"))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import torch
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
@@ -33,6 +33,19 @@ _STOP_KEYS = frozenset({"loss", "grad_norm", "loss/policy_avg", "loss/value_avg"
 
 class TrainingStopped(Exception):  # noqa: N818  # a signal, not an error
     """Ends a trainer loop that ignores `control.should_training_stop` (TRL's PPO). Not a failure."""
+
+
+class StepGate(Protocol):
+    """Decides, between optimizer steps, when this process may go on: a lockstep pair's turns (launch/pair.py).
+
+    The time spent waiting in `wait` lies outside every measured step.
+    """
+
+    def wait(self, completed_steps: int) -> str | None:
+        """Block until this process may train on; None to go on, or the reason to stop (e.g. "pair_ended")."""
+
+    def columns(self) -> dict[str, float]:
+        """Extra series columns for the step now running (the lockstep round)."""
 
 
 @dataclass
@@ -81,6 +94,7 @@ class MetricsCallback(TrainerCallback):
         stop_on_non_finite: bool,
         timeout_s: float,
         profiler_steps: range | None = None,
+        gate: StepGate | None = None,
     ) -> None:
         self.record = record
         self.counters = counters
@@ -88,6 +102,8 @@ class MetricsCallback(TrainerCallback):
         self.stop_on_non_finite = stop_on_non_finite
         self.timeout_s = timeout_s
         self.profiler_steps = profiler_steps or range(0)
+        self.gate = gate
+        self._waited_s = 0.0
         self._train_start = 0.0
         self._last_step_end = 0.0
         self._grad_norms: torch.Tensor | None = None
@@ -97,6 +113,9 @@ class MetricsCallback(TrainerCallback):
     # -- the loop -------------------------------------------------------------------------------------------
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
         self.probe.reset_peaks()
+        if self.gate is not None and (reason := self.gate.wait(0)) is not None:
+            self.record.stop_reason, self.record.stop_step = reason, 0
+            raise TrainingStopped(reason)  # before any step: the loop would still run one
         self._train_start = self._last_step_end = time.perf_counter()
 
     def on_pre_optimizer_step(
@@ -130,14 +149,22 @@ class MetricsCallback(TrainerCallback):
         if counters.generation_s is not None:
             row[m.GENERATION_S] = counters.generation_s
         row.update(self.probe.step_readings())
+        if self.gate is not None:
+            row.update(self.gate.columns())
         row.update(self._pending)
         self._pending = {}
         self.record.rows.append(row)
         self._check_gradients(step, control)
-        if now - self._train_start > self.timeout_s:
+        if now - self._train_start - self._waited_s > self.timeout_s:
             self._stop(control, "timeout", step)
+        if self.gate is not None and not control.should_training_stop:
+            paused = time.perf_counter()
+            reason = self.gate.wait(step)
+            self._waited_s += time.perf_counter() - paused
+            if reason is not None:
+                self._stop(control, reason, step)
         # Measured after our own bookkeeping, so the callback's cost lands in the next step's time (and in
-        # the overhead benchmark), not outside every measurement.
+        # the overhead benchmark), not outside every measurement; after the gate, so waiting lands in none.
         self._last_step_end = time.perf_counter()
 
     def on_log(

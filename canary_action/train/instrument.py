@@ -90,6 +90,7 @@ def _wrap_compute_loss(
     original = trainer.compute_loss
     slept_in_step = 0
     sleep_s = 0.0
+    busy = PlantedWork(faults.extra_matmuls_per_step) if faults is not None else None
     if faults is not None:
         # A planted straggler sleeps on its own rank only: the others then wait for it in the all-reduce.
         straggler = faults.slow_rank is not None and faults.slow_rank == trainer.args.process_index
@@ -107,9 +108,12 @@ def _wrap_compute_loss(
         if faults is None:
             return result
         step = trainer.state.global_step + 1  # the optimizer step in progress
-        if sleep_s and slept_in_step != step:  # once per step, not per micro-batch
+        if slept_in_step != step:  # once per step, not per micro-batch
             slept_in_step = step
-            time.sleep(sleep_s)
+            if sleep_s:
+                time.sleep(sleep_s)
+            if busy is not None:
+                busy.run(_device_of(result))
         return _inject(result, step, faults)
 
     trainer.compute_loss = counted
@@ -128,6 +132,34 @@ def _wrap_generation(trainer: Any, counters: StepCounters, probe: DeviceProbe) -
             counters.generation_s = (counters.generation_s or 0.0) + time.perf_counter() - start
 
     trainer._generate_and_score_completions = timed
+
+
+class PlantedWork:
+    """fault_injection.extra_matmuls_per_step: a fixed amount of tensor work, so it slows a step as real compute
+    does (on a loaded machine it takes longer, like the rest of the step), where a sleep would not."""
+
+    SIZE = 256
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self._operands: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def run(self, device: torch.device) -> None:
+        if not self.count:
+            return
+        if self._operands is None or self._operands[0].device != device:
+            generator = torch.Generator().manual_seed(0)
+            a, b = (torch.randn(self.SIZE, self.SIZE, generator=generator).to(device) for _ in range(2))
+            self._operands = (a, b)
+        a, b = self._operands
+        with torch.no_grad():
+            for _ in range(self.count):
+                torch.mm(a, b)  # the same operands each time: constant cost, no overflow or denormals
+
+
+def _device_of(result: Any) -> torch.device:
+    loss = result[0] if isinstance(result, tuple) else result
+    return loss.device if isinstance(loss, torch.Tensor) else torch.device("cpu")
 
 
 def _inject(result: Any, step: int, faults: FaultInjection) -> Any:

@@ -33,7 +33,7 @@ from canary_action.metrics.io import write_metrics
 from canary_action.metrics.merge import RankRecord
 from canary_action.metrics.summarize import find_divergence, find_grad_norm_spikes, summarize
 from canary_action.train import data, distributed
-from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters, TrainingStopped
+from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters, StepGate, TrainingStopped
 from canary_action.train.comm import CommTimer
 from canary_action.train.instrument import instrument
 from canary_action.train.placement import Placement, apply_cpu_threads, resolve_placement
@@ -55,11 +55,15 @@ class CanaryRun:
 
     Under the launcher (num_processes > 1) each rank runs one of these with its RankContext: it adds the
     communication timer and the rank's bookkeeping, prints progress and profiles on rank 0 only, and ends
-    with `rank_record()` instead of `finish()` (launch/ranks.py merges the ranks).
+    with `rank_record()` instead of `finish()` (launch/ranks.py merges the ranks). A lockstep side passes a
+    StepGate, which holds the run between steps until its turn comes (launch/pair_side.py).
     """
 
-    def __init__(self, loaded: LoadedConfig, run_dir: Path, rank: RankContext | None = None) -> None:
+    def __init__(
+        self, loaded: LoadedConfig, run_dir: Path, rank: RankContext | None = None, gate: StepGate | None = None
+    ) -> None:
         self.loaded = loaded
+        self.gate = gate
         self.config = loaded.config
         self.run_dir = run_dir
         self.rank = rank
@@ -95,6 +99,7 @@ class CanaryRun:
                 stop_on_non_finite=config.stop_on_non_finite,
                 timeout_s=config.timeout_minutes * 60,
                 profiler_steps=self._profiler_steps(),
+                gate=self.gate,
             ),
         ]
         if lead:
@@ -141,7 +146,7 @@ class CanaryRun:
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("".join(traceback.format_exception(error)))
 
-    def finish(self, run_id: str, started: datetime) -> m.Metrics:
+    def finish(self, run_id: str, started: datetime, pair: m.PairSide | None = None) -> m.Metrics:
         series = self.record.series()
         warmup = self.config.metrics_warmup_steps
         metrics = assemble_metrics(
@@ -156,6 +161,7 @@ class CanaryRun:
             status=self.status,
             notices=self.notices,
             warnings=self.warnings,
+            pair=pair,
         )
         write_metrics(metrics, self.run_dir / "metrics.json")
         return metrics
@@ -202,6 +208,7 @@ def assemble_metrics(
     warnings: list[str],
     distributed_summary: m.Distributed | None = None,
     torch_threads: int | None = None,
+    pair: m.PairSide | None = None,
 ) -> m.Metrics:
     """metrics.json of a run: its measurements plus identity, environment and the stability findings."""
     finished = datetime.now(UTC)
@@ -235,6 +242,7 @@ def assemble_metrics(
         stability=stability,
         profiler=profiler,
         distributed=distributed_summary,
+        pair=pair,
         status=status,
         notices=notices,
         measurement_warnings=warnings,

@@ -1,0 +1,180 @@
+"""Paired statistics for a lockstep pair: the head side (the PR's code) against the base side, round by round.
+
+The two sides took turns on one machine (train/launch/pair.py): in round r each trained the same chunk of
+steps (the same batches, the same seed), one right after the other. Whatever drifted on the machine — load,
+clocks, neighbours — moved both sides' chunk of round r alike, so the unit of comparison is the round: each
+side's chunk statistic (the median of its steady steps in the round; tokens/s and shares from the round's sums),
+the log ratio head/base per round, and the effect is their trimmed mean (TRIM), with an interval from their
+spread.
+
+Rounds do not remove everything. Each process has a level of its own (memory layout, allocation, caches): two
+identical sides differ by more than their rounds' spread says. That process-level spread (PROCESS_SD, fitted
+from A/A pairs by benchmarks/lockstep.py) is added to the interval's variance, so that the false-alarm rate
+holds across pairs, not only within one. The warm-up cut is the comparison's common one (window.py): the same
+steps of both sides are left out.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from canary_action.compare.runs import RunData
+from canary_action.compare.stats import LEVEL, Effect, per_step_log_sd, t_quantile
+from canary_action.metrics import schema
+
+#: SD of the log level of one process beyond what its rounds show, by device kind: the process-to-process
+#: part of an A/A pair's difference. cpu: fitted from A/A pairs of the tiny DPO canary on a shared 2-core
+#: machine (docs/benchmarks.md, "Lockstep A/B"). cuda: an assumption until GPU pairs are fitted (a dedicated
+#: GPU varies less between processes than a shared CPU).
+PROCESS_SD: Final[dict[str, float]] = {"cpu": 0.005, "cuda": 0.005}
+MIN_ROUNDS: Final = 5
+#: Share trimmed from each end of the rounds' log ratios: a garbage collection or a neighbour's burst lands in
+#: one side's chunk of a round and makes that round's ratio an outlier (measured: per-round ratios with a robust
+#: SD of 5 % and a plain SD of 15 %). Yuen's trimmed mean keeps the interval honest and three times narrower.
+TRIM: Final = 0.2
+
+RoundFigure = Callable[[RunData, Sequence[int]], float | None]
+
+
+@dataclass(frozen=True)
+class PairedPoints:
+    """A share's paired difference in percentage points (head - base), with its interval."""
+
+    delta_pp: float
+    low_pp: float
+    high_pp: float
+    base: float
+    current: float
+    rounds: int
+
+
+def partner(current: RunData, baselines: Sequence[RunData]) -> RunData | None:
+    """The base side of the current run's lockstep pair among the baselines, or None."""
+    own = current.metrics.pair if current.metrics is not None else None
+    if own is None or own.side != "head":
+        return None
+    for run in baselines:
+        other = run.metrics.pair if run.metrics is not None else None
+        if other is not None and other.pair_id == own.pair_id and other.side == "base":
+            return run
+    return None
+
+
+def process_sd(run: RunData) -> float:
+    return PROCESS_SD.get(run.device_kind or "cpu", PROCESS_SD["cpu"])
+
+
+def rounds(run: RunData) -> dict[int, list[int]]:
+    """Round -> the run's steady rows trained in it (after the warm-up cut, outside the profiler window)."""
+    series = run.metrics.series if run.metrics is not None else {}
+    column = series.get(schema.PAIR_ROUND)
+    if column is None or not run.steady_rows:
+        return {}
+    table: dict[int, list[int]] = {}
+    for row in run.steady_rows:
+        value = column[row]
+        if value is not None and value >= 0:
+            table.setdefault(int(value), []).append(row)
+    return table
+
+
+def common_rounds(current: RunData, base: RunData) -> list[tuple[list[int], list[int]]]:
+    """(current rows, base rows) of every round both sides trained steady steps in, in round order."""
+    mine, theirs = rounds(current), rounds(base)
+    return [(mine[r], theirs[r]) for r in sorted(mine.keys() & theirs.keys())]
+
+
+def paired_effect(current: RunData, base: RunData, figure: RoundFigure) -> Effect | None:
+    """Head against base on a positive per-round figure (step time, tokens/s); None with < MIN_ROUNDS rounds."""
+    logs = []
+    for own_rows, base_rows in common_rounds(current, base):
+        own, other = figure(current, own_rows), figure(base, base_rows)
+        if own is not None and other is not None and own > 0 and other > 0:
+            logs.append(math.log(own) - math.log(other))
+    n = len(logs)
+    if n < MIN_ROUNDS:
+        return None
+    d, se, dof = trimmed_mean(logs)
+    proc = process_sd(current)
+    sd_log = math.sqrt(se**2 + proc**2)
+    half = t_quantile((1 + LEVEL) / 2, dof) * sd_log
+    step_sd = per_step_log_sd(current.steady_step_times) or 0.0
+    return Effect(
+        delta_pct=100 * math.expm1(d),
+        low_pct=100 * math.expm1(d - half),
+        high_pct=100 * math.expm1(d + half),
+        sd_log=sd_log,
+        run_spread_pct=100 * statistics.stdev(logs),
+        prior_spread_pct=100 * proc,
+        dof=dof,
+        num_baselines=1,
+        step_sd_log=step_sd,
+        paired_rounds=n,
+    )
+
+
+def paired_points(current: RunData, base: RunData, share: RoundFigure) -> PairedPoints | None:
+    """Head minus base of a share (0..1) per round, in percentage points; None with < MIN_ROUNDS rounds."""
+    pairs = [
+        (own, other)
+        for own_rows, base_rows in common_rounds(current, base)
+        if (own := share(current, own_rows)) is not None and (other := share(base, base_rows)) is not None
+    ]
+    n = len(pairs)
+    if n < MIN_ROUNDS:
+        return None
+    d, se, dof = trimmed_mean([100 * (own - other) for own, other in pairs])
+    half = t_quantile((1 + LEVEL) / 2, dof) * se
+    return PairedPoints(
+        delta_pp=d, low_pp=d - half, high_pp=d + half, rounds=n,
+        base=100 * statistics.fmean(o for _, o in pairs), current=100 * statistics.fmean(c for c, _ in pairs),
+    )  # fmt: skip
+
+
+def step_time(run: RunData, rows: Sequence[int]) -> float | None:
+    values = [t for r in rows if (t := run.step_times[r]) is not None and t > 0]
+    return statistics.median(values) if values else None
+
+
+def tokens_per_s(run: RunData, rows: Sequence[int]) -> float | None:
+    tokens = _column(run, schema.NUM_TOKENS)
+    pairs = [(k, t) for r in rows if (k := tokens[r]) is not None and (t := run.step_times[r]) is not None]
+    time = sum(t for _, t in pairs)
+    return sum(k for k, _ in pairs) / time if pairs and time > 0 else None
+
+
+def share_of(name: str) -> RoundFigure:
+    """The round's share of step time spent in column `name` (data wait, generation)."""
+
+    def share(run: RunData, rows: Sequence[int]) -> float | None:
+        part = _column(run, name)
+        pairs = [(p, t) for r in rows if (p := part[r]) is not None and (t := run.step_times[r]) is not None]
+        time = sum(t for _, t in pairs)
+        return sum(p for p, _ in pairs) / time if pairs and time > 0 else None
+
+    return share
+
+
+def _column(run: RunData, name: str) -> list[float | None]:
+    series = run.metrics.series if run.metrics is not None else {}
+    return series.get(name) or [None] * len(run.step_times)
+
+
+def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> tuple[float, float, int]:
+    """Yuen's trimmed mean: (mean of the middle values, its standard error, degrees of freedom).
+
+    The SE comes from the winsorized variance (the trimmed values replaced by the nearest kept one), divided
+    by (1 - 2 trim) sqrt(n); dof = kept values - 1.
+    """
+    ordered = sorted(values)
+    n = len(ordered)
+    cut = int(trim * n)
+    kept = ordered[cut : n - cut]
+    low, high = kept[0], kept[-1]
+    winsorized = [min(max(v, low), high) for v in ordered]
+    se = statistics.stdev(winsorized) / ((1 - 2 * cut / n) * math.sqrt(n))
+    return statistics.fmean(kept), se, max(1, len(kept) - 1)

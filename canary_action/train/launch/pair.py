@@ -1,0 +1,300 @@
+"""A lockstep pair: the base commit's code tree and the PR's, trained side by side on this machine, taking turns.
+
+    canary pair ──► load both configs (each from its own tree) ──► start two pair_side.py processes
+        (each: its tree first on the import path and as the working directory; the other tree nowhere)
+        ──► both load their model ──► rounds: in a random order, each side trains chunk_steps steps while the
+        other waits ──► one side ends (done, NaN, crash) ──► the other is stopped ──► pair.json
+
+Only one side computes at a time, and the waiting lies outside every measured step, so whatever drifts on the
+machine (load, clocks, thermals) hits both sides alike within a round; compare/paired.py judges round by round.
+Both sides are pinned to the same CPUs: left to the scheduler, each process keeps to the core it woke on, and on
+a shared machine one core is busier than the other. And both sides keep the memory they free (glibc malloc
+tuned through MALLOC_ALLOCATOR_ENV): by default glibc hands large freed blocks back to the kernel and maps them
+again at the next batch, so every step pays page faults whose cost depends on the process's allocation history
+— measured on a shared 2-core VM, identical sides then differed by -10 % to +34 % for their whole length;
+with the tuning, by under 1 % (docs/benchmarks.md, "Lockstep A/B").
+Both sides write their own complete metrics.json whatever happens. This module starts processes and passes
+turns; it imports no torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Final
+
+from canary_action.config.load import LoadedConfig, load_config
+from canary_action.errors import CanaryError, ConfigError, TrainingError, UsageError
+from canary_action.metrics import schema as m
+from canary_action.metrics.pair import PairRecord, Round, Side, SideEnd
+from canary_action.train.launch.pair_side import SideSpec
+
+SIDES: Final[tuple[Side, Side]] = ("base", "head")
+#: glibc malloc: serve allocations below 256 MiB from the heap, never trim it below 1 GiB, grow it 256 MiB at a
+#: time — freed tensor memory is reused instead of unmapped and faulted in again. A value already set wins.
+MALLOC_ALLOCATOR_ENV: Final = {
+    "MALLOC_MMAP_THRESHOLD_": str(256 << 20),
+    "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+    "MALLOC_TOP_PAD_": str(256 << 20),
+}
+DEFAULT_CHUNK_STEPS: Final = 2
+#: Beyond timeout_minutes of training per side: process start, imports and model loading (a first download).
+START_MARGIN_S: Final = 30 * 60
+_STOP_GRACE_S: Final = 60
+
+
+@dataclass(frozen=True)
+class PairOutcome:
+    pair_dir: Path
+    record: PairRecord
+    base: Path
+    head: Path
+    """The head side's metrics.json (the PR's code): the run a paired comparison judges."""
+    error: CanaryError | None = None
+    """A side that refused its config (ConfigError) or crashed (TrainingError); what it measured is written."""
+
+
+@dataclass
+class _Side:
+    name: Side
+    tree: Path
+    config_path: Path
+    loaded: LoadedConfig
+    run_dir: Path
+    process: subprocess.Popen[bytes] | None = None
+    turns_out: IO[str] | None = None  # coordinator -> side
+    turns_in: IO[str] | None = None  # side -> coordinator
+    steps: int = 0
+    ended: bool = False
+    buffered: list[str] = field(default_factory=list)
+
+
+def run_pair(
+    base_tree: Path,
+    head_tree: Path,
+    config_path: Path,
+    *,
+    output_dir: Path | None = None,
+    overrides: Sequence[str] = (),
+    chunk_steps: int = DEFAULT_CHUNK_STEPS,
+    seed: int = 0,
+    cpus: Sequence[int] | None = None,
+) -> PairOutcome:
+    """Train the config from both trees in lockstep; write base/ and head/ metrics.json and pair.json."""
+    if chunk_steps < 1:
+        raise UsageError(f"--chunk-steps must be at least 1, got {chunk_steps}", fix="pass 1 or more")
+    trees = (base_tree, head_tree)
+    sides = [_load_side(name, tree, config_path, overrides) for name, tree in zip(SIDES, trees, strict=True)]
+    started = datetime.now(UTC)
+    pair_id = f"{sides[1].loaded.config.name}-pair-{started:%Y%m%dT%H%M%SZ}"
+    pair_dir = (output_dir or Path(sides[1].loaded.config.output_dir)) / pair_id
+    for side in sides:
+        side.run_dir = pair_dir / side.name
+        side.run_dir.mkdir(parents=True, exist_ok=True)
+    rounds: list[Round] = []
+    try:
+        resolved = [s.tree for s in sides]
+        shared = set(cpus) if cpus else pair_cpus(sides[1].loaded)
+        for side in sides:
+            _start(side, pair_id, started, chunk_steps, resolved)
+            if side.process is not None and shared:
+                os.sched_setaffinity(side.process.pid, shared)
+        deadline = time.monotonic() + START_MARGIN_S + 2 * max(s.loaded.config.timeout_minutes for s in sides) * 60
+        _take_turns(sides, rounds, random.Random(seed), deadline)
+    finally:
+        for side in sides:
+            _finish(side)
+    finished = datetime.now(UTC)
+    base, head = sides
+    record = PairRecord(
+        pair_id=pair_id, chunk_steps=chunk_steps, seed=seed, started_at=_iso(started), finished_at=_iso(finished),
+        wall_s=(finished - started).total_seconds(), rounds=rounds, base=_end(base), head=_end(head),
+    )  # fmt: skip
+    (pair_dir / "pair.json").write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    paths = (base.run_dir / "metrics.json", head.run_dir / "metrics.json")
+    return PairOutcome(pair_dir, record, *paths, error=_side_error(sides, pair_dir))
+
+
+def _load_side(name: Side, tree: Path, config_path: Path, overrides: Sequence[str]) -> _Side:
+    if not tree.is_dir():
+        raise UsageError(f"the {name} tree {tree} is not a directory", fix=f"pass the {name} commit's checkout")
+    path = config_path if config_path.is_absolute() else tree / config_path
+    if not path.is_file():
+        raise UsageError(
+            f"the {name} tree has no {config_path} ({path})",
+            fix="the config path is looked up inside each tree: add the file there, or pass the path both trees have",
+        )
+    loaded = load_config(path, overrides)
+    if loaded.config.num_processes > 1:
+        raise ConfigError(
+            f"{path}: a lockstep pair runs one process per side; num_processes is {loaded.config.num_processes}",
+            fix="pair the single-process canary (--set num_processes=1), or compare multi-process runs separately",
+        )
+    return _Side(name=name, tree=tree.resolve(), config_path=path, loaded=loaded, run_dir=Path())
+
+
+def pair_cpus(loaded: LoadedConfig) -> set[int]:
+    """The CPUs both sides share: the first cpu_threads of those this process may use (all of them with
+    cpu_threads: auto). Sharing costs nothing, since only one side computes at a time."""
+    allowed = sorted(os.sched_getaffinity(0))
+    threads = loaded.config.cpu_threads
+    return set(allowed[:threads] if isinstance(threads, int) else allowed)
+
+
+def _start(side: _Side, pair_id: str, started: datetime, chunk_steps: int, trees: list[Path]) -> None:
+    env = side_environment(side.tree, trees)
+    spec = SideSpec(
+        run_id=f"{pair_id}-{side.name}",
+        run_dir=side.run_dir.resolve(),
+        started=started,
+        config=side.loaded.config.model_dump(mode="json"),
+        config_source=str(side.config_path),
+        notices=[
+            "lockstep side: glibc malloc keeps freed memory ("
+            + ", ".join(f"{k}={env[k]}" for k in MALLOC_ALLOCATOR_ENV)
+            + "), so that both sides' steps pay the same page faults"
+        ],
+        side=m.PairSide(pair_id=pair_id, side=side.name, chunk_steps=chunk_steps, tree=str(side.tree)),
+    )
+    spec_path = side.run_dir / "side.json"
+    spec_path.write_text(spec.model_dump_json(indent=2), encoding="utf-8")
+    to_side_r, to_side_w = os.pipe()
+    from_side_r, from_side_w = os.pipe()
+    command = [sys.executable, "-m", "canary_action.train.launch.pair_side", "--spec", str(spec_path.resolve()),
+               "--turns", str(to_side_r), str(from_side_w)]  # fmt: skip
+    # The sides' training logs go to stderr: stdout belongs to the command's summary.
+    side.process = subprocess.Popen(
+        command, cwd=side.tree, env=env, stdout=sys.stderr, pass_fds=(to_side_r, from_side_w)
+    )
+    os.close(to_side_r)
+    os.close(from_side_w)
+    side.turns_out = os.fdopen(to_side_w, "w")
+    side.turns_in = os.fdopen(from_side_r, "r")
+
+
+def side_environment(tree: Path, trees: Sequence[Path]) -> dict[str, str]:
+    """This environment with the side's tree first on the import path and no path inside either tree after it.
+
+    `python -m` also puts the working directory (the tree) first. What else PYTHONPATH held (an install
+    outside the trees) stays, after the tree.
+    """
+    env = {**MALLOC_ALLOCATOR_ENV, **os.environ}
+    inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and not _inside(Path(p), trees)]
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *inherited])
+    return env
+
+
+def _inside(path: Path, trees: Sequence[Path]) -> bool:
+    resolved = path.resolve()
+    return any(resolved == t or t in resolved.parents for t in trees)
+
+
+def _take_turns(sides: list[_Side], rounds: list[Round], rng: random.Random, deadline: float) -> None:
+    """Both sides report ready at step 0; then round after round, each trains one chunk in a random order."""
+    for side in sides:
+        _await(side, deadline)
+    index = 0
+    while all(not s.ended for s in sides):
+        order = rng.sample(sides, k=len(sides))
+        rounds.append(Round(index=index, order=[s.name for s in order]))
+        for side in order:
+            _send(side, f"go {index}")
+            _await(side, deadline)
+        index += 1
+    for side in sides:  # one side ended: the pair is over, the other stops where it waits
+        if not side.ended:
+            _send(side, "stop")
+
+
+def _await(side: _Side, deadline: float) -> None:
+    """Read the side's next "wait <steps>"; an end of pipe means it ended (its exit status says how)."""
+    assert side.turns_in is not None
+    remaining = deadline - time.monotonic()
+    ready, _, _ = select.select([side.turns_in], [], [], max(remaining, 0))
+    if not ready:
+        raise TimeoutError(f"the {side.name} side did not finish its turn before the pair's deadline (a hang?)")
+    line = side.turns_in.readline()
+    if not line:
+        side.ended = True
+        return
+    words = line.split()
+    side.steps = int(words[1]) if len(words) == 2 and words[0] == "wait" else side.steps
+
+
+def _send(side: _Side, message: str) -> None:
+    assert side.turns_out is not None
+    try:
+        side.turns_out.write(message + "\n")
+        side.turns_out.flush()
+    except BrokenPipeError:
+        side.ended = True
+
+
+def _finish(side: _Side) -> None:
+    """Close the turns (a waiting side reads the end as "stop") and wait for the side to write its file."""
+    for stream in (side.turns_out, side.turns_in):
+        if stream is not None:
+            with contextlib.suppress(BrokenPipeError):
+                stream.close()
+    if side.process is None:
+        return
+    try:
+        side.process.wait(timeout=_STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        side.process.terminate()  # the side records the signal as its failure and writes its metrics.json
+        try:
+            side.process.wait(timeout=_STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            side.process.kill()
+            side.process.wait()
+
+
+def _end(side: _Side) -> SideEnd:
+    metrics = _read(side)
+    return SideEnd(
+        tree=str(side.tree),
+        config_path=str(side.config_path),
+        metrics_path=f"{side.name}/metrics.json",
+        exit_code=side.process.returncode if side.process is not None else None,
+        steps=metrics.summary.num_steps if metrics is not None and metrics.summary else side.steps,
+    )
+
+
+def _read(side: _Side) -> m.Metrics | None:
+    from canary_action.metrics.io import read_metrics
+
+    path = side.run_dir / "metrics.json"
+    return read_metrics(path) if path.exists() else None
+
+
+def _side_error(sides: list[_Side], pair_dir: Path) -> CanaryError | None:
+    """A refused config on either side is exit 2, a crash exit 3; both sides' measurements are written first."""
+    for side in sides:
+        code = side.process.returncode if side.process is not None else None
+        if code == 0:
+            continue
+        metrics = _read(side)
+        status = metrics.status if metrics is not None else None
+        what = f"{status.exception_type}: {status.message}" if status and status.message else f"exit status {code}"
+        where = f"the {side.name} side ({side.tree})"
+        if code == 2:
+            return ConfigError(f"{where} refused its config: {what}", fix=f"fix {side.config_path} in that tree")
+        return TrainingError(
+            f"{where} failed during {status.stage if status else 'start'}: {what}",
+            fix=f"read the traceback in {side.run_dir / 'error.log'}; what both sides measured is in {pair_dir}",
+            metrics_path=side.run_dir / "metrics.json" if (side.run_dir / "metrics.json").exists() else None,
+        )
+    return None
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -1,0 +1,115 @@
+"""One side of a lockstep pair: `python -m canary_action.train.launch.pair_side --spec F --turns R W`.
+
+The coordinator (pair.py) starts this with the side's code tree first on the import path and as the working
+directory. It runs the same CanaryRun as a single process, with a TurnGate between steps: at the start and
+after every chunk_steps optimizer steps it says where it is and blocks until the coordinator gives it the next
+turn ("go <round>") or ends the pair ("stop"). Whatever ends it, it writes its own metrics.json.
+
+The line protocol, over two pipes the coordinator opened (stdout stays the training log's):
+
+    side -> coordinator   "wait <steps completed>"      at step 0 and at each chunk boundary but the last
+    coordinator -> side   "go <round>" | "stop"
+    end of the side's pipe                              the side has ended (finished, stopped, crashed)
+
+Exit status: 0 trained (completed or stopped early), 2 refused config, 3 crashed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from datetime import datetime
+from pathlib import Path
+from types import FrameType
+from typing import IO
+
+from pydantic import BaseModel, ConfigDict
+
+from canary_action.config.load import parse_config
+from canary_action.errors import ConfigError
+from canary_action.metrics import schema as m
+
+PAIR_ENDED = "pair_ended"
+
+
+class SideSpec(BaseModel):
+    """What the coordinator hands a side: its resolved config, where to write, and who it is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    run_dir: Path
+    started: datetime
+    config: dict[str, object]
+    config_source: str
+    notices: list[str]
+    side: m.PairSide
+
+
+class TurnGate:
+    """The StepGate of a lockstep side: waits for its turn at step 0 and every chunk_steps steps."""
+
+    def __init__(self, incoming: IO[str], outgoing: IO[str], chunk_steps: int, max_steps: int) -> None:
+        self.incoming, self.outgoing = incoming, outgoing
+        self.chunk_steps, self.max_steps = chunk_steps, max_steps
+        self.round = -1
+
+    def wait(self, completed_steps: int) -> str | None:
+        if completed_steps >= self.max_steps or completed_steps % self.chunk_steps:
+            return None  # inside a chunk, or the last step: nothing to wait for
+        try:
+            self.outgoing.write(f"wait {completed_steps}\n")
+            self.outgoing.flush()
+        except BrokenPipeError:
+            return PAIR_ENDED  # the coordinator is gone
+        words = self.incoming.readline().split()
+        if len(words) == 2 and words[0] == "go":
+            self.round = int(words[1])
+            return None
+        return PAIR_ENDED  # "stop", or the coordinator closed the pipe
+
+    def columns(self) -> dict[str, float]:
+        return {m.PAIR_ROUND: float(self.round)}
+
+
+class Terminated(Exception):  # noqa: N818  # a signal turned into something the run records
+    """The coordinator ended this side (a timeout, or the pair was interrupted)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m canary_action.train.launch.pair_side")
+    parser.add_argument("--spec", type=Path, required=True, help="The side's spec written by the coordinator.")
+    parser.add_argument("--turns", type=int, nargs=2, required=True, metavar=("READ_FD", "WRITE_FD"))
+    args = parser.parse_args(argv)
+    spec = SideSpec.model_validate_json(args.spec.read_text(encoding="utf-8"))
+    signal.signal(signal.SIGTERM, _terminated)
+
+    from canary_action.train.run import CanaryRun, quiet_library_progress_bars
+    from canary_action.train.stages import reset_stage
+
+    loaded = parse_config(spec.config, source=spec.config_source)
+    loaded.notices.extend(spec.notices)
+    with os.fdopen(args.turns[0], "r") as incoming, os.fdopen(args.turns[1], "w") as outgoing:
+        gate = TurnGate(incoming, outgoing, spec.side.chunk_steps, loaded.config.max_steps)
+        run = CanaryRun(loaded, spec.run_dir, gate=gate)
+        reset_stage()
+        quiet_library_progress_bars()
+        code = 0
+        try:
+            run.execute()
+        except BaseException as error:  # recorded, then the exit status tells the coordinator how it ended
+            run.fail(error)
+            code = 2 if isinstance(error, ConfigError) else 3
+        outgoing.close()  # the coordinator may hand the turn on while this side writes its file
+        run.finish(spec.run_id, spec.started, pair=spec.side)
+    return code
+
+
+def _terminated(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(f"ended by the lockstep coordinator (signal {signum})")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Real lockstep pairs of tiny canaries on the CPU: two code trees, two processes taking turns, one verdict.
+
+Each test builds its own trees in tmp_path — as the action checks out the base commit beside the PR's — with
+the config inside each tree, and runs `canary pair` as a user does.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from canary_action.metrics.io import read_metrics
+
+pytestmark = pytest.mark.training
+
+REPO = Path(__file__).parents[2]
+SFT = REPO / "configs" / "tiny" / "sft.yaml"
+CONFIG = Path("canary.yaml")
+#: Long enough for the default tier (min_step_count 20 after the warm-up cut); short enough for CI.
+STEPS = "max_steps=34"
+FACTORY = """
+from pathlib import Path
+
+from canary_action.train.builtin.example_factory import build_trainer as plain
+
+
+def build_trainer(context):
+    Path("factory-ran-here").write_text(str(Path.cwd()))
+    return plain(context)
+"""
+
+
+def tree(root: Path, name: str, config: str, **files: str) -> Path:
+    directory = root / name
+    directory.mkdir(parents=True)
+    (directory / CONFIG).write_text(config, encoding="utf-8")
+    for filename, text in files.items():
+        (directory / filename).write_text(text, encoding="utf-8")
+    return directory
+
+
+def canary_pair(base: Path, head: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "canary_action", "pair", str(CONFIG), "--base", str(base), "--head", str(head),
+               "-o", str(out), "--set", STEPS, "--json", *args]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+
+
+def pair_dir(out: Path) -> Path:
+    (found,) = out.iterdir()
+    return found
+
+
+def test_a_planted_slowdown_on_the_head_side_is_a_regression_named_on_it(tmp_path: Path) -> None:
+    sft = SFT.read_text(encoding="utf-8")
+    base = tree(tmp_path, "base", sft)
+    head = tree(tmp_path, "head", sft + "fault_injection:\n  extra_matmuls_per_step: 400\n")
+    done = canary_pair(base, head, tmp_path / "out")
+    assert done.returncode == 1, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["verdict"] == "regression"
+    step = next(c for c in result["checks"] if c["name"] == "step_time")
+    assert step["status"] == "fail"
+    assert "paired with the base side" in step["message"]
+    assert result["pairing"]["head_tree"] == str(head.resolve())
+    assert result["suspects"][0]["evidence"], "the planted key is named as the cause"
+    assert "extra_matmuls_per_step" in json.dumps(result["suspects"][0])
+    written = pair_dir(tmp_path / "out")
+    assert {p.name for p in written.iterdir()} >= {"base", "head", "pair.json", "result.json", "report.md"}
+    record = json.loads((written / "pair.json").read_text(encoding="utf-8"))
+    assert {tuple(r["order"]) for r in record["rounds"]} <= {("base", "head"), ("head", "base")}
+    assert len({tuple(r["order"]) for r in record["rounds"]}) == 2, "the order inside a round is drawn"
+    for side in ("base", "head"):
+        metrics = read_metrics(written / side / "metrics.json")
+        assert metrics.pair is not None
+        assert metrics.pair.side == side
+        assert metrics.status.state == "completed"
+        assert metrics.series["pair/round"][:4] == [0.0, 0.0, 1.0, 1.0]
+
+
+def test_an_aa_pair_passes(tmp_path: Path) -> None:
+    sft = SFT.read_text(encoding="utf-8")
+    done = canary_pair(tree(tmp_path, "base", sft), tree(tmp_path, "head", sft), tmp_path / "out")
+    result = json.loads(done.stdout)
+    assert done.returncode == 0, (result["reason"], done.stderr[-3000:])
+    assert result["verdict"] == "pass", result["reason"]
+    assert next(c for c in result["checks"] if c["name"] == "step_time")["status"] == "pass"
+    # Same seed, same batches, same code: the loss curves coincide.
+    written = pair_dir(tmp_path / "out")
+    losses = [read_metrics(written / s / "metrics.json").series["train/loss"] for s in ("base", "head")]
+    assert losses[0] == losses[1]
+
+
+def test_a_factory_only_the_head_tree_has_runs_in_the_head_side_and_is_invisible_to_the_base(tmp_path: Path) -> None:
+    custom = (REPO / "configs" / "tiny" / "custom.yaml").read_text(encoding="utf-8")
+    head_config = custom.replace(
+        "canary_action.train.builtin.example_factory:build_trainer", "team_factory:build_trainer"
+    )
+    head = tree(tmp_path, "head", head_config, **{"team_factory.py": FACTORY})
+    base = tree(tmp_path, "base", custom)
+    done = canary_pair(base, head, tmp_path / "out", "--set", "max_steps=12", "--threshold-tier", "smoke")
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    assert (head / "factory-ran-here").read_text(encoding="utf-8") == str(head.resolve())
+    assert not (base / "factory-ran-here").exists()
+    # The base tree's config naming the head's module: the base side cannot import it, and says so.
+    shutil.copy(head / CONFIG, base / CONFIG)
+    refused = canary_pair(base, head, tmp_path / "again", "--set", "max_steps=12")
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    assert "the base side" in refused.stderr
+    assert "team_factory" in refused.stderr

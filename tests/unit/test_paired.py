@@ -1,0 +1,121 @@
+"""Paired statistics of a lockstep pair (compare/paired.py), on pairs whose drift and effect are planted.
+
+The real pair (two processes taking turns) is tested in tests/integration/test_lockstep.py; here the two
+sides' series are built so that what the statistics must do can be checked exactly: drift that moves both
+sides cancels, a planted slowdown is found, an A/A pair passes, and unjudged stays unjudged.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+from canary_action.compare.command import run_compare
+from canary_action.compare.result import CompareResult
+from canary_action.metrics import schema
+from canary_action.metrics.io import write_metrics
+from canary_action.report.render import check_output, render
+from tests.factories import make_metrics
+
+PAIR = "tiny-dpo-pair-20261124T150000Z"
+
+
+def make_pair(
+    tmp: Path, *, slowdown: float = 0.0, steps: int = 120, chunk: int = 2, seed: int = 0, wait_share: float = 0.02,
+    head_wait_share: float | None = None, paired: bool = True,
+) -> tuple[Path, Path]:  # fmt: skip
+    """(base, head) metrics.json of one pair: a machine whose speed drifts by +-40 % over the run, hitting
+    both sides' chunk of a round alike, 3 % per-step noise each, and `slowdown` on the head side."""
+    rng = random.Random(seed)
+    drift = [1 + 0.4 * math.sin(s / 9) + 0.2 * rng.random() for s in range(1, steps + 1)]
+    paths = []
+    for side, factor, wait in (("base", 1.0, wait_share), ("head", 1 + slowdown, head_wait_share or wait_share)):
+        times = [0.3 * d * factor * math.exp(rng.gauss(0, 0.03)) for d in drift]
+        times[0] = 2.0
+        series = {
+            schema.STEP_TIME_S: times,
+            schema.DATA_WAIT_S: [wait * t for t in times],
+            schema.PAIR_ROUND: [float((s - 1) // chunk) for s in range(1, steps + 1)],
+        }
+        pair = {"pair_id": PAIR, "side": side, "chunk_steps": chunk, "tree": f"/trees/{side}"} if paired else None
+        metrics = make_metrics(num_steps=steps, series=series, pair=pair, workload={"device": "cpu", "dtype": "fp32"})
+        metrics = metrics.model_copy(update={"run": metrics.run.model_copy(update={"run_id": f"{PAIR}-{side}"})})
+        path = tmp / side / "metrics.json"
+        write_metrics(metrics, path)
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def judge(base: Path, head: Path, tier: str = "nightly") -> CompareResult:
+    return run_compare(head, [base], tier=tier)  # type: ignore[arg-type]
+
+
+def check(result: CompareResult, name: str):  # type: ignore[no-untyped-def]
+    return next(c for c in result.checks if c.name == name)
+
+
+def test_a_planted_slowdown_is_found_through_drift_that_hides_it_from_separate_runs(tmp_path: Path) -> None:
+    base, head = make_pair(tmp_path / "paired", slowdown=0.10)
+    result = judge(base, head)
+    step = check(result, "step_time")
+    assert result.verdict == "regression"
+    assert step.status == "fail"
+    assert step.interval is not None
+    assert step.interval.low < 10 < step.interval.high
+    assert "paired with the base side over" in step.message
+    assert result.pairing is not None
+    assert result.pairing.base_run_id == f"{PAIR}-base"
+    assert result.noise is not None
+    assert "paired A/B" in result.noise.method
+    for kind in ("comment", "markdown", "summary"):
+        assert "**Paired A/B** on this runner" in render(result, kind)  # type: ignore[arg-type]
+    assert "Paired A/B" in check_output(result)["summary"]
+    # The same series without the pairing: judged as separate runs, the drift hides the slowdown.
+    base, head = make_pair(tmp_path / "separate", slowdown=0.10, paired=False)
+    separate = judge(base, head)
+    assert check(separate, "step_time").status != "fail"
+    assert separate.pairing is None
+
+
+def test_an_aa_pair_passes(tmp_path: Path) -> None:
+    for seed in range(5):
+        result = judge(*make_pair(tmp_path / str(seed), seed=seed))
+        assert check(result, "step_time").status == "pass", check(result, "step_time").message
+
+
+def test_the_process_level_spread_is_in_the_interval(tmp_path: Path) -> None:
+    """Even with noiseless rounds the interval keeps the process-to-process part (PROCESS_SD)."""
+    from canary_action.compare import paired
+
+    result = judge(*make_pair(tmp_path, slowdown=0.0, seed=3))
+    interval = check(result, "step_time").interval
+    assert interval is not None
+    assert interval.high - interval.low > 2 * 1.9 * 100 * paired.PROCESS_SD["cpu"]
+
+
+def test_a_pair_too_short_for_rounds_is_not_judged(tmp_path: Path) -> None:
+    result = judge(*make_pair(tmp_path, steps=12, chunk=4), tier="smoke")
+    step = check(result, "step_time")
+    assert step.status == "skip"
+    assert step.fix is not None
+    assert "--chunk-steps" in step.fix
+    assert result.verdict == "neutral"
+
+
+def test_more_data_wait_warns_with_its_paired_interval(tmp_path: Path) -> None:
+    result = judge(*make_pair(tmp_path, wait_share=0.02, head_wait_share=0.12))
+    wait = check(result, "data_wait_share")
+    assert wait.status == "warn"
+    assert wait.interval is not None
+    assert wait.interval.low > 0
+    assert "paired over" in wait.message
+
+
+def test_only_the_same_pair_pairs(tmp_path: Path) -> None:
+    """A base side of another pair is an ordinary baseline: no paired statistics."""
+    base, _ = make_pair(tmp_path / "one", seed=1)
+    _, head = make_pair(tmp_path / "two", seed=2)
+    other = base.read_text(encoding="utf-8").replace(PAIR, "another-pair")
+    base.write_text(other, encoding="utf-8")
+    assert judge(base, head).pairing is None
