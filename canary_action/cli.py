@@ -62,6 +62,7 @@ def main() -> None:
             sys.exit(code)
     except CanaryError as error:
         click.echo(error.render(), err=True)
+        _record_error(error)
         sys.exit(exit_code(error))
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
@@ -78,6 +79,17 @@ def main() -> None:
             err=True,
         )
         sys.exit(EXIT_INFRA)
+
+
+def _record_error(error: CanaryError) -> None:
+    """For a parent that started this as a child process (ERROR_FILE_ENV): the error as data."""
+    import os
+
+    from canary_action.errors import ERROR_FILE_ENV, error_record
+
+    target = os.environ.get(ERROR_FILE_ENV)
+    if target:
+        Path(target).write_text(json.dumps(error_record(error)), encoding="utf-8")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -181,6 +193,7 @@ def compare_command(  # click passes options as keywords
 @click.option("--chunk-steps", default=2, show_default=True, help="Optimizer steps each side trains per turn.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the random order inside each round.")
 @click.option("--cpus", help="CPUs both sides share, e.g. 0 or 0-3 (default: the first cpu_threads this may use).")
+@click.option("--setup", help="A shell command run in each tree first, installing into a per-side environment.")
 @click.option("--baseline", "baselines", multiple=True, type=click.Path(path_type=Path),
               help="Artifact baselines too (repeatable): history for the learning checks.")  # fmt: skip
 @click.option(
@@ -199,6 +212,7 @@ def pair_command(  # click passes options as keywords
     chunk_steps: int,
     seed: int,
     cpus: str | None,
+    setup: str | None,
     baselines: tuple[Path, ...],
     tier: Tier,
     threshold_file: Path | None,
@@ -216,7 +230,7 @@ def pair_command(  # click passes options as keywords
 
     outcome = run_pair(
         base_tree, head_tree, config, output_dir=output_dir, overrides=overrides, chunk_steps=chunk_steps,
-        seed=seed, cpus=_cpu_list(cpus) if cpus else None,
+        seed=seed, cpus=_cpu_list(cpus) if cpus else None, setup=setup,
     )  # fmt: skip
     if not outcome.head.exists() or isinstance(outcome.error, ConfigError):
         raise outcome.error or TrainingError("the head side wrote no metrics.json", fix="read the log above")

@@ -103,3 +103,43 @@ class GitHubError(CanaryError):
     def forbidden(self) -> bool:
         """A refusal for want of a permission (a read-only token): the action degrades instead of failing."""
         return self.status in (403, 404)
+
+
+#: `canary` writes the error that ended it here (JSON) when this variable names a file: a parent that ran it as a
+#: child process (the action's training, a lockstep side) raises the same error with its message and fix.
+ERROR_FILE_ENV = "CANARY_ERROR_FILE"
+
+
+def error_record(error: CanaryError) -> dict[str, object]:
+    metrics_path = getattr(error, "metrics_path", None)
+    return {
+        "type": type(error).__name__,
+        "message": error.message,
+        "fix": error.fix,
+        "errors": list(getattr(error, "errors", [])),
+        "metrics_path": str(metrics_path) if metrics_path is not None else None,
+    }
+
+
+def from_record(record: dict[str, object]) -> CanaryError:
+    """The error a child recorded, rebuilt as its own class (TrainingError for a class this module lacks)."""
+    kinds = {kind.__name__: kind for kind in _subclasses(CanaryError)}
+    message, fix = str(record.get("message", "")), str(record.get("fix", ""))
+    kind = kinds.get(str(record.get("type")), TrainingError)
+    if issubclass(kind, ConfigError):
+        errors = record.get("errors")
+        return kind(message, fix=fix, errors=[str(e) for e in errors] if isinstance(errors, list) else [])
+    if issubclass(kind, TrainingError):
+        path = record.get("metrics_path")
+        return kind(message, fix=fix, metrics_path=Path(path) if isinstance(path, str) else None)
+    try:
+        return kind(message, fix=fix)
+    except TypeError:  # a subclass with required arguments of its own
+        return TrainingError(message, fix=fix)
+
+
+def _subclasses(kind: type[CanaryError]) -> list[type[CanaryError]]:
+    found = [kind]
+    for sub in kind.__subclasses__():
+        found += _subclasses(sub)
+    return found

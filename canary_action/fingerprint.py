@@ -59,13 +59,28 @@ def collect_environment(*, torch_threads: int | None = None) -> EnvFingerprint:
         fields.update(_torch_facts())
     if torch_threads is not None:
         fields["torch_threads"] = torch_threads
+    setup = os.environ.get("CANARY_SETUP_PREFIX")  # train/launch/environment.py: a setup command's environment
+    if setup:
+        fields["setup_packages"] = setup_packages(Path(setup))
     env = EnvFingerprint.model_validate({**fields, "fingerprint_hash": ""})
     return env.model_copy(update={"fingerprint_hash": fingerprint_hash(env)})
 
 
+def setup_packages(prefix: Path) -> dict[str, str]:
+    """name -> version of every distribution installed into a setup environment (not the image's)."""
+    import importlib.metadata
+    import sysconfig
+
+    purelib = sysconfig.get_paths(vars={"base": str(prefix), "platbase": str(prefix)})["purelib"]
+    found = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions(path=[purelib])}
+    return dict(sorted(found.items(), key=lambda item: item[0].lower()))
+
+
 def fingerprint_hash(env: EnvFingerprint) -> str:
-    """sha256 of the canonical JSON (sorted keys, no spaces) of every field but the hash itself."""
-    fields = env.model_dump(mode="json", exclude={"fingerprint_hash"})
+    """sha256 of the canonical JSON (sorted keys, no spaces) of every field but the hash itself (and
+    setup_packages when empty, so that fingerprints recorded before it existed keep their hash)."""
+    exclude = {"fingerprint_hash"} | (set() if env.setup_packages else {"setup_packages"})
+    fields = env.model_dump(mode="json", exclude=exclude)
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 

@@ -20,6 +20,8 @@ LIBRARY_FIELDS: Final = (
     "torch", "cuda", "cudnn", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers",
     "bitsandbytes", "nccl",
 )  # fmt: skip
+#: Packages a setup command installed over the image show as f"{SETUP_PREFIX}{name}" (fingerprint setup_packages).
+SETUP_PREFIX: Final = "setup:"
 HARDWARE_FIELDS: Final = ("gpu", "gpu_count", "gpu_driver", "cpu_model", "cpu_count", "torch_threads")
 OTHER_FIELDS: Final = (
     "python",
@@ -48,11 +50,20 @@ SECTION_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
 def env_changes(baseline: EnvFingerprint, current: EnvFingerprint) -> list[Change]:
     """Every fingerprint field that differs, libraries first; GPU names compare as one field, "gpu"."""
     before, after = _env_fields(baseline), _env_fields(current)
-    return [
+    fixed = [
         Change(field=name, baseline=before[name], current=after[name])
         for name in (*LIBRARY_FIELDS, *HARDWARE_FIELDS, *OTHER_FIELDS)
         if before[name] != after[name]
     ]
+    installed = sorted(baseline.setup_packages.keys() | current.setup_packages.keys(), key=str.lower)
+    setup = [
+        Change(field=SETUP_PREFIX + name, baseline=baseline.setup_packages.get(name),
+               current=current.setup_packages.get(name))
+        for name in installed
+        if baseline.setup_packages.get(name) != current.setup_packages.get(name)
+    ]  # fmt: skip
+    libraries = [f for f in fixed if f.field in LIBRARY_FIELDS]
+    return [*libraries, *setup, *(f for f in fixed if f.field not in LIBRARY_FIELDS)]
 
 
 def config_changes(baseline: Mapping[str, Any], current: Mapping[str, Any]) -> list[Change]:

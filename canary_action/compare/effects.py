@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from canary_action.compare.clues import ANY, DIST, FIRST, MEMORY, PERF, TRAINING, Case, Clue, moved
+from canary_action.compare.diff import SETUP_PREFIX
 from canary_action.compare.result import Change, SuspectCategory
 
 PIP_PACKAGES: Final = frozenset(
@@ -143,6 +144,7 @@ CONFIG_RULES: Final[dict[str, Effect]] = {
 }  # fmt: skip
 OTHER_KEY: Final = Effect(0.1, ANY, "may change the run")  # a key without a known effect is weak evidence
 FAULTS: Final = "fault_injection."
+SETUP_PACKAGE_WEIGHT: Final = 0.45  # like a library of the stack: the PR's requirements file moved it
 UNPLANTED: Final = (None, False, 0.0)
 
 # Multi-process runs: libraries that carry the collectives besides NCCL (which ENV_RULES already reads as one).
@@ -164,6 +166,9 @@ def env_clues(case: Case) -> list[Clue]:
         if change.field == "torch_threads" and not _threads_known(case, change):
             continue
         b, c = change.baseline or "none", change.current or "none"
+        if change.field.startswith(SETUP_PREFIX):
+            clues.append(_setup_package_clue(change, b, c))
+            continue
         if change.field in PIP_PACKAGES:
             bisect = f"pin {change.field}=={b} in a branch and rerun the canary to bisect"
         elif change.field == "torch_threads":
@@ -176,6 +181,15 @@ def env_clues(case: Case) -> list[Clue]:
             summary = template.format(field=change.field, b=b, c=c)
             clues.append(Clue(category, weight, (moved(change),), scope, summary, steps))
     return clues
+
+
+def _setup_package_clue(change: Change, b: str, c: str) -> Clue:
+    """A package the setup command installed moved: the pull request's own dependency change."""
+    name = change.field.removeprefix(SETUP_PREFIX)
+    summary = f"{name} {b} → {c}, installed by the setup command: a dependency the pull request changed"
+    steps = (f"pin {name}=={b} in the setup's requirements and rerun the canary to bisect",
+             f"read the {name} release notes between {b} and {c} for performance changes")  # fmt: skip
+    return Clue("dependency", SETUP_PACKAGE_WEIGHT, (moved(change),), ANY, summary, steps)
 
 
 def _threads_known(case: Case, change: Change) -> bool:

@@ -44,6 +44,7 @@ from canary_action.github.commands import Log, append_summary, write_outputs
 from canary_action.github.context import PR_EVENTS, EventContext, event_context
 from canary_action.github.inputs import ActionInputs, RunnerEnv, read_inputs, read_runner
 from canary_action.github.publish import Annotation, Published, Publisher, check_name, conclusion_of
+from canary_action.github.training import ChildTrainer, LockstepTrainer
 from canary_action.report.escape import one_line, slug
 from canary_action.report.view import Links
 
@@ -59,13 +60,8 @@ _SEVERITY: Final[dict[Verdict, int]] = {"pass": 0, "neutral": 1, "regression": 2
 _SAFE_PATH: Final = re.compile(r"[A-Za-z0-9._/-]+")
 
 #: Trains one canary and returns its metrics.json; raises TrainingError (with metrics_path when written).
+#: The default is training.ChildTrainer: a child process over the checked-out repository, holding no token.
 Trainer = Callable[["LoadedConfig", Path], Path]
-
-
-def train(loaded: LoadedConfig, output_dir: Path) -> Path:
-    from canary_action.train.launch import run_canary  # torch: only when a run mode step trains
-
-    return run_canary(loaded, output_dir).metrics_path
 
 
 def default_artifact(config_name: str) -> str:
@@ -179,7 +175,7 @@ class Step:
 def main(
     env: Mapping[str, str],
     *,
-    trainer: Trainer = train,
+    trainer: Trainer | None = None,
     out: TextIO | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
@@ -202,7 +198,9 @@ def main(
         client = GitHubClient(runner.api_url, token, sleep=sleep)
         step = Step(inputs, runner, event_context(runner, inputs), client, log)
         mode = inputs.mode if inputs.mode != "auto" else ("report" if runner.event_name == "workflow_run" else "run")
-        return run_mode(step, trainer) if mode == "run" else report_mode(step)
+        if mode == "report":
+            return report_mode(step)
+        return run_mode(step, trainer or ChildTrainer(runner.workspace, inputs.setup))
     except CanaryError as error:
         log.annotate("error", error.render(), title=error.title)
         return exit_code(error)
@@ -253,22 +251,16 @@ def run_mode(step: Step, trainer: Trainer) -> int:
             if e.forbidden:
                 target = None  # a read-only token: measure and write, publish nothing
 
-    crash: CanaryError | None = None
-    try:
-        metrics_path = trainer(loaded, step.out_dir)
-    except CanaryError as e:  # a crash, or what preflight refused (no GPU for a cuda config)
-        written = e.metrics_path if isinstance(e, TrainingError) else None
-        if written is None or not written.is_file():
-            if check is not None:
-                _report_unmeasured(step, check, e)
-            raise
-        crash, metrics_path = e, written  # a crash mid-run: what was measured is still compared
-    step.outputs["metrics-path"] = step.relative(metrics_path)
+    base_sha = _lockstep_base(step)
+    measured, crash = _measure(step, loaded, trainer, base_sha, check)
 
-    fetched = _baselines(step, artifact, Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-")))
+    if base_sha is not None and inputs.baseline == "lockstep":
+        fetched = FetchedBaselines(notes=[f"baseline: the base commit {base_sha[:12]}, trained in lockstep"])
+    else:
+        fetched = _baselines(step, artifact, Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-")))
     threshold_file = step.runner.workspace / inputs.thresholds if inputs.thresholds else None
     result = run_compare(
-        metrics_path,
+        measured,
         fetched.paths,
         tier=inputs.tier,
         threshold_file=threshold_file,
@@ -292,6 +284,46 @@ def run_mode(step: Step, trainer: Trainer) -> int:
     if crash is not None:
         log.annotate("error", crash.render(), title=crash.title)
     return step.exit_code(result.verdict)
+
+
+def _measure(
+    step: Step, loaded: LoadedConfig, trainer: Trainer, base_sha: str | None, check: Published | None
+) -> tuple[Path, CanaryError | None]:
+    """Train: the canary alone, or in lockstep with the base commit (then a pair's directory, whose head side
+    compare judges against its base side). A crash after something was measured comes back beside it."""
+    try:
+        if base_sha is not None:
+            measured = LockstepTrainer(step.runner.workspace, step.inputs.setup)(
+                step.inputs.config, base_sha, step.out_dir
+            )
+        else:
+            measured = trainer(loaded, step.out_dir)
+        crash = None
+    except CanaryError as e:  # a crash, or what preflight refused (no GPU for a cuda config)
+        written = e.metrics_path if isinstance(e, TrainingError) else None
+        if written is None or not written.exists():
+            if check is not None:
+                _report_unmeasured(step, check, e)
+            raise
+        crash, measured = e, written  # a crash mid-run: what was measured is still compared
+    metrics_path = measured / "head" / "metrics.json" if measured.is_dir() else measured
+    step.outputs["metrics-path"] = step.relative(metrics_path)
+    return measured, crash
+
+
+def _lockstep_base(step: Step) -> str | None:
+    """The base commit to train in lockstep, or None (artifact baselines). Only a pull request has one."""
+    if step.inputs.baseline == "artifacts":
+        return None
+    if step.ctx.base_sha is None:
+        step.log.annotate(
+            "notice",
+            f"baseline {step.inputs.baseline}: a {step.ctx.event} event names no base commit to train beside this "
+            "one; comparing with artifact baselines instead",
+            title="rlhf-canary baseline",
+        )
+        return None
+    return step.ctx.base_sha
 
 
 def report_mode(step: Step) -> int:

@@ -32,6 +32,8 @@ class EventContext:
     """A push to the default branch: this run becomes a baseline."""
     workflow_file: str | None
     """.github/workflows/<file>.yml of the running workflow (baseline runs are searched by it)."""
+    base_sha: str | None = None
+    """Pull requests: the base branch's commit the event names (a lockstep baseline checks it out)."""
     triggering_run_id: int | None = None
     """workflow_run: the finished run whose uploaded results are reported."""
     triggering_event: str | None = None
@@ -70,6 +72,7 @@ def event_context(runner: RunnerEnv, inputs: ActionInputs) -> EventContext:
             plain,
             pr_number=_int(payload.get("number")) or _int(pr.get("number")),
             head_sha=_str(head.get("sha")),
+            base_sha=_str(target.get("sha")),
             is_fork=fork,
         )
     if runner.event_name == "workflow_run":

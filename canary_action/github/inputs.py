@@ -48,6 +48,18 @@ class ActionInputs(BaseModel):
         None,
         description="Token for the REST API: needs checks: write, pull-requests: write and actions: read.",
     )
+    baseline: Literal["artifacts", "lockstep", "both"] = Field(
+        "artifacts",
+        description="artifacts: compare with default-branch runs' uploaded results; lockstep: train the pull "
+        "request's base commit beside it on this runner, taking turns (paired A/B, about twice the time); both: "
+        "lockstep for speed, artifacts as history for the learning checks.",
+    )
+    setup: str | None = Field(
+        None,
+        description="A shell command run in the checked-out repository before training, installing what its "
+        "code needs into an environment over the image's (e.g. pip install -r requirements.txt); with a lockstep "
+        "baseline, once per side.",
+    )
     baseline_artifact: str | None = Field(
         None, description="Name of the baseline artifact; empty: rlhf-canary-<config name>."
     )

@@ -84,6 +84,10 @@ class EnvFingerprint(Record):
     torch_threads: int | None = Field(
         None, description="torch's intra-op CPU threads per training process (config cpu_threads; None: unrecorded)."
     )
+    setup_packages: dict[str, str] = Field(
+        default_factory=dict,
+        description="What a setup command installed over the image (name: version); empty without one.",
+    )
     gpu_driver: str | None = None
     gpu_count: int = 0
     gpus: list[GPUInfo] = Field(default_factory=list)

@@ -661,12 +661,12 @@ def test_a_cuda_config_without_a_visible_gpu_fails_fast_with_the_runtime_fix(
     runner: Runner, fake_github: FakeGitHub
 ) -> None:
     """The real trainer's preflight (this machine has no GPU): the check run started for it is completed."""
-    from canary_action.github.action import train
+    from canary_action.github.training import ChildTrainer
 
     fake_github.add_pull(number=2, head_sha=PR_HEAD)
     config = yaml.safe_load((runner.workspace / "canary.yaml").read_text())
     (runner.workspace / "canary.yaml").write_text(yaml.safe_dump({**config, "device": "cuda"}))
-    runner.trainer = train  # type: ignore[assignment]
+    runner.trainer = ChildTrainer(runner.workspace)  # type: ignore[assignment]
 
     done = runner.run("pull_request", "pull_request.opened.json")
 

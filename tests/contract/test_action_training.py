@@ -4,6 +4,8 @@ output-dir the next pull request downloads, compares with, and publishes a check
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +14,7 @@ import pytest
 import yaml
 
 from tests.contract.fake_github import FakeGitHub, make_zip
-from tests.contract.test_action_e2e import PR_HEAD, ROOT, Runner
+from tests.contract.test_action_e2e import HOOKS, PR_HEAD, ROOT, Runner
 from tests.unit.test_action_parts import parse_outputs
 
 pytestmark = pytest.mark.training
@@ -61,3 +63,102 @@ def test_push_baseline_then_pull_request_with_real_training(fake_github: FakeGit
     assert comment["body"].startswith("<!-- rlhf-canary:sticky:tiny-sft -->")
     assert f"runs/{push_run}" in comment["body"]  # the baseline run is linked
     assert "ghs_faketoken" not in log.replace("::add-mask::ghs_faketoken", "")
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+def pull_request_payload(tmp: Path, base_sha: str, head_sha: str) -> Path:
+    """The real pull_request.opened payload, its base and head pointing at the test repository's commits."""
+    payload = json.loads((HOOKS / "pull_request.opened.json").read_text(encoding="utf-8"))
+    payload["pull_request"]["base"]["sha"] = base_sha
+    payload["pull_request"]["head"]["sha"] = head_sha
+    path = tmp / "event.json"
+    path.write_text(json.dumps(payload), encoding="utf-8")
+    return path
+
+
+def run_entrypoint_with(runner: Runner, payload: Path, **inputs: str) -> tuple[int, str, dict[str, str]]:
+    env = runner.env("pull_request", payload, {k.replace("_", "-"): v for k, v in inputs.items()}, "refs/pull/2/merge")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "entrypoint" / "main.py")],
+        env={"PATH": os.environ["PATH"], "HOME": str(runner.tmp), "HF_HUB_OFFLINE": "1", **env},
+        cwd=runner.workspace, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    return done.returncode, done.stdout + done.stderr, parse_outputs(Path(env["GITHUB_OUTPUT"]).read_text())
+
+
+def test_a_lockstep_baseline_trains_the_base_commit_beside_the_pull_request(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    """baseline: lockstep on a pull_request event: the base commit is checked out from the repository's history,
+    both trees train in turns, and one check and one comment say the verdict was paired."""
+    runner = Runner(fake_github, tmp_path)
+    workspace = runner.workspace
+    config = yaml.safe_load((ROOT / "configs" / "tiny" / "sft.yaml").read_text())
+    (workspace / "canary.yaml").write_text(yaml.safe_dump({**config, "max_steps": 34}))
+    git(workspace, "init", "-q", "-b", "main")
+    git(workspace, "add", "canary.yaml")
+    git(workspace, "commit", "-q", "-m", "base")
+    base_sha = git(workspace, "rev-parse", "HEAD")
+    slowed = {**config, "max_steps": 34, "fault_injection": {"extra_matmuls_per_step": 400}}
+    (workspace / "canary.yaml").write_text(yaml.safe_dump(slowed))  # the pull request slows every step
+    git(workspace, "commit", "-q", "-am", "head")
+    head_sha = git(workspace, "rev-parse", "HEAD")
+    fake_github.add_pull(number=2, head_sha=head_sha)
+
+    code, log, outputs = run_entrypoint_with(
+        runner, pull_request_payload(tmp_path, base_sha, head_sha), baseline="lockstep"
+    )
+
+    assert code == 1, log[-4000:]
+    assert outputs["verdict"] == "regression"
+    [check] = fake_github.check_runs
+    assert check["head_sha"] == head_sha
+    assert check["conclusion"] == "failure"
+    assert "**Paired A/B** on this runner" in check["output"]["summary"]
+    [comment] = fake_github.comments[2]
+    assert "**Paired A/B** on this runner" in comment["body"]
+    assert not [r for r in fake_github.requests if "/artifacts" in r.path], "lockstep alone fetches no artifacts"
+    [pair] = (workspace / "canary-output").glob("*-pair-*")
+    assert {p.name for p in pair.iterdir()} >= {"base", "head", "pair.json"}
+
+
+FACTORY = """
+import os
+from pathlib import Path
+
+from canary_action.train.builtin.example_factory import build_trainer as plain
+
+
+def build_trainer(context):
+    leaked = sorted(k for k in os.environ if k.startswith(("INPUT_", "ACTIONS_")) or "TOKEN" in k)
+    Path("factory-ran.txt").write_text(f"{Path.cwd()}\\n{leaked}\\n")
+    return plain(context)
+"""
+
+
+def test_a_trainer_factory_in_the_checked_out_repository_runs_through_the_entrypoint(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    """The team's own factory, in their repository only, imports in the canary process — which holds no token."""
+    runner = Runner(fake_github, tmp_path)
+    custom = yaml.safe_load((ROOT / "configs" / "tiny" / "custom.yaml").read_text())
+    (runner.workspace / "canary.yaml").write_text(
+        yaml.safe_dump({**custom, "trainer_factory": "team_pipeline.factory:build_trainer", "max_steps": 6})
+    )
+    (runner.workspace / "team_pipeline").mkdir()
+    (runner.workspace / "team_pipeline" / "__init__.py").write_text("")
+    (runner.workspace / "team_pipeline" / "factory.py").write_text(FACTORY)
+
+    code, log, outputs = run_entrypoint(runner, "push", "push.json", "refs/heads/master")
+
+    assert code == 0, log[-4000:]
+    ran = (runner.workspace / "factory-ran.txt").read_text().splitlines()
+    assert ran == [str(runner.workspace), "[]"], "ran in the repository, and saw no token or action input"
+    metrics = json.loads((runner.workspace / outputs["metrics-path"]).read_text())
+    assert metrics["config"]["trainer_factory"] == "team_pipeline.factory:build_trainer"
+    assert metrics["status"]["state"] == "completed"

@@ -25,6 +25,7 @@ import random
 import select
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from canary_action.config.load import LoadedConfig, load_config
 from canary_action.errors import CanaryError, ConfigError, TrainingError, UsageError
 from canary_action.metrics import schema as m
 from canary_action.metrics.pair import PairRecord, Round, Side, SideEnd
+from canary_action.train.launch.environment import child_environment, prepare_setup
 from canary_action.train.launch.pair_side import SideSpec
 
 SIDES: Final[tuple[Side, Side]] = ("base", "head")
@@ -88,6 +90,7 @@ def run_pair(
     chunk_steps: int = DEFAULT_CHUNK_STEPS,
     seed: int = 0,
     cpus: Sequence[int] | None = None,
+    setup: str | None = None,
 ) -> PairOutcome:
     """Train the config from both trees in lockstep; write base/ and head/ metrics.json and pair.json."""
     if chunk_steps < 1:
@@ -105,7 +108,7 @@ def run_pair(
         resolved = [s.tree for s in sides]
         shared = set(cpus) if cpus else pair_cpus(sides[1].loaded)
         for side in sides:
-            _start(side, pair_id, started, chunk_steps, resolved)
+            _start(side, pair_id, started, chunk_steps, trees=resolved, setup=setup)
             if side.process is not None and shared:
                 os.sched_setaffinity(side.process.pid, shared)
         deadline = time.monotonic() + START_MARGIN_S + 2 * max(s.loaded.config.timeout_minutes for s in sides) * 60
@@ -150,8 +153,14 @@ def pair_cpus(loaded: LoadedConfig) -> set[int]:
     return set(allowed[:threads] if isinstance(threads, int) else allowed)
 
 
-def _start(side: _Side, pair_id: str, started: datetime, chunk_steps: int, trees: list[Path]) -> None:
+def _start(
+    side: _Side, pair_id: str, started: datetime, chunk_steps: int, *, trees: list[Path], setup: str | None
+) -> None:
     env = side_environment(side.tree, trees)
+    python = Path(sys.executable)
+    if setup:  # each side installs what its own tree asks for, in an environment of its own
+        scratch = Path(tempfile.mkdtemp(prefix=f"rlhf-canary-{side.name}-"))
+        python, env = prepare_setup(setup, side.tree, scratch / "env", env)
     spec = SideSpec(
         run_id=f"{pair_id}-{side.name}",
         run_dir=side.run_dir.resolve(),
@@ -169,7 +178,7 @@ def _start(side: _Side, pair_id: str, started: datetime, chunk_steps: int, trees
     spec_path.write_text(spec.model_dump_json(indent=2), encoding="utf-8")
     to_side_r, to_side_w = os.pipe()
     from_side_r, from_side_w = os.pipe()
-    command = [sys.executable, "-m", "canary_action.train.launch.pair_side", "--spec", str(spec_path.resolve()),
+    command = [str(python), "-m", "canary_action.train.launch.pair_side", "--spec", str(spec_path.resolve()),
                "--turns", str(to_side_r), str(from_side_w)]  # fmt: skip
     # The sides' training logs go to stderr: stdout belongs to the command's summary.
     side.process = subprocess.Popen(
@@ -182,20 +191,9 @@ def _start(side: _Side, pair_id: str, started: datetime, chunk_steps: int, trees
 
 
 def side_environment(tree: Path, trees: Sequence[Path]) -> dict[str, str]:
-    """This environment with the side's tree first on the import path and no path inside either tree after it.
-
-    `python -m` also puts the working directory (the tree) first. What else PYTHONPATH held (an install
-    outside the trees) stays, after the tree.
-    """
-    env = {**MALLOC_ALLOCATOR_ENV, **os.environ}
-    inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and not _inside(Path(p), trees)]
-    env["PYTHONPATH"] = os.pathsep.join([str(tree), *inherited])
-    return env
-
-
-def _inside(path: Path, trees: Sequence[Path]) -> bool:
-    resolved = path.resolve()
-    return any(resolved == t or t in resolved.parents for t in trees)
+    """The side's environment (environment.py: no tokens, its tree first on the import path, no path inside
+    either tree after it; `python -m` also puts the working directory, the tree, first), malloc tuned."""
+    return {**MALLOC_ALLOCATOR_ENV, **child_environment(tree, trees)}
 
 
 def _take_turns(sides: list[_Side], rounds: list[Round], rng: random.Random, deadline: float) -> None:

@@ -1,0 +1,62 @@
+"""The action's lockstep baseline checks out the pull request's base commit beside the workspace (a git worktree),
+fetching it when the checkout is shallow, and says what to change when it cannot."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from canary_action.errors import UsageError
+from canary_action.github.training import checkout_base
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def origin(tmp_path: Path) -> tuple[Path, str, str]:
+    repo = tmp_path / "origin"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "canary.yaml").write_text("base\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "base")
+    base = git(repo, "rev-parse", "HEAD")
+    (repo / "canary.yaml").write_text("head\n")
+    git(repo, "commit", "-q", "-am", "head")
+    return repo, base, git(repo, "rev-parse", "HEAD")
+
+
+def test_the_base_commit_of_a_full_checkout_is_a_worktree(origin: tuple[Path, str, str], tmp_path: Path) -> None:
+    repo, base, _ = origin
+    tree = checkout_base(repo, base, tmp_path / "base")
+    assert (tree / "canary.yaml").read_text() == "base\n"
+    assert (repo / "canary.yaml").read_text() == "head\n", "the workspace itself is untouched"
+
+
+def test_a_shallow_checkout_fetches_the_base_commit(origin: tuple[Path, str, str], tmp_path: Path) -> None:
+    repo, base, _ = origin
+    workspace = tmp_path / "workspace"
+    git(tmp_path, "clone", "-q", "--depth=1", f"file://{repo}", str(workspace))  # what actions/checkout leaves
+    with pytest.raises(subprocess.CalledProcessError):
+        git(workspace, "cat-file", "-e", f"{base}^{{commit}}")
+    tree = checkout_base(workspace, base, tmp_path / "base")
+    assert (tree / "canary.yaml").read_text() == "base\n"
+
+
+def test_an_unreachable_base_commit_names_the_checkout_fix(origin: tuple[Path, str, str], tmp_path: Path) -> None:
+    repo, _, _ = origin
+    with pytest.raises(UsageError) as caught:
+        checkout_base(repo, "0" * 40, tmp_path / "base")
+    assert "fetch-depth: 0" in caught.value.fix
+
+
+def test_no_git_repository_says_to_check_out(tmp_path: Path) -> None:
+    with pytest.raises(UsageError) as caught:
+        checkout_base(tmp_path, "0" * 40, tmp_path / "base")
+    assert "actions/checkout" in caught.value.fix
