@@ -157,7 +157,7 @@ def test_light_commands_do_not_import_torch(tmp_path: Path) -> None:
 def test_version_and_help() -> None:
     assert "rlhf-canary" in canary("--version").stdout
     help_text = canary("--help").stdout
-    for command in ("env", "run", "compare", "report", "init-config", "save-baseline", "schema"):
+    for command in ("env", "run", "pair", "compare", "report", "init-config", "save-baseline", "schema"):
         assert command in help_text
 
 
@@ -172,6 +172,8 @@ def test_the_command_line_is_frozen() -> None:
                            "-o", "--output"]),
         "env": ["--json"],
         "init-config": sorted(["out", "--type", "--tier", "--force"]),
+        "pair": sorted(["config", "--base", "--head", "-o", "--output-dir", "--set", "--chunk-steps", "--seed",
+                        "--cpus", "--setup", "--baseline", "--threshold-tier", "--threshold-file", "--json"]),
         "report": sorted(["result_file", "--format", "-o", "--output"]),
         "run": sorted(["config", "-o", "--output-dir", "--set"]),
         "save-baseline": sorted(["metrics", "dest"]),

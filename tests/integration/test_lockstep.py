@@ -95,6 +95,48 @@ def test_an_aa_pair_passes(tmp_path: Path) -> None:
     assert losses[0] == losses[1]
 
 
+@pytest.mark.parametrize("family", ["dpo", "grpo", "rloo"])
+def test_every_family_takes_turns(family: str, tmp_path: Path) -> None:
+    """Generation (GRPO, RLOO) and preference (DPO) loops hold between steps as SFT's does."""
+    config = (REPO / "configs" / "tiny" / f"{family}.yaml").read_text(encoding="utf-8")
+    repo = tree(tmp_path, "tree", config)
+    done = canary_pair(repo, repo, tmp_path / "out", "--set", "max_steps=4")
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    written = pair_dir(tmp_path / "out")
+    for side in ("base", "head"):
+        metrics = read_metrics(written / side / "metrics.json")
+        assert metrics.status.state == "completed"
+        assert metrics.series["pair/round"] == [0.0, 0.0, 1.0, 1.0]
+
+
+def test_a_nan_on_one_side_ends_the_pair_and_keeps_both_measurements(tmp_path: Path) -> None:
+    sft = SFT.read_text(encoding="utf-8")
+    head = tree(tmp_path, "head", sft + "fault_injection:\n  nan_loss_at_step: 9\n")
+    done = canary_pair(tree(tmp_path, "base", sft), head, tmp_path / "out")
+    assert done.returncode == 1, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert next(c for c in result["checks"] if c["name"] == "nan_steps")["status"] == "fail"
+    written = pair_dir(tmp_path / "out")
+    head_metrics = read_metrics(written / "head" / "metrics.json")
+    base_metrics = read_metrics(written / "base" / "metrics.json")
+    assert (head_metrics.status.state, head_metrics.status.reason) == ("stopped_early", "non_finite")
+    assert (base_metrics.status.state, base_metrics.status.reason) == ("stopped_early", "pair_ended")
+    assert 9 <= base_metrics.summary.num_steps <= 12  # type: ignore[union-attr]  # its own chunk, then stopped
+
+
+def test_a_crash_on_one_side_is_exit_3_with_both_measurements_written(tmp_path: Path) -> None:
+    sft = SFT.read_text(encoding="utf-8")
+    head = tree(tmp_path, "head", sft + "fault_injection:\n  crash_at_step: 7\n")
+    done = canary_pair(tree(tmp_path, "base", sft), head, tmp_path / "out")
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "the head side" in done.stderr
+    assert "error.log" in done.stderr
+    written = pair_dir(tmp_path / "out")
+    assert read_metrics(written / "head" / "metrics.json").status.state == "failed"
+    assert read_metrics(written / "base" / "metrics.json").status.reason == "pair_ended"
+    assert json.loads(done.stdout)["verdict"] == "crashed"
+
+
 def test_a_factory_only_the_head_tree_has_runs_in_the_head_side_and_is_invisible_to_the_base(tmp_path: Path) -> None:
     custom = (REPO / "configs" / "tiny" / "custom.yaml").read_text(encoding="utf-8")
     head_config = custom.replace(

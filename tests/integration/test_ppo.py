@@ -26,6 +26,20 @@ def test_ppo_runs_and_records_its_metrics(tmp_path: Path) -> None:
     assert all((n or 0) > 0 for n in metrics.series[m.NUM_TOKENS])
 
 
+def test_ppo_takes_turns_in_a_lockstep_pair(tmp_path: Path) -> None:
+    """TRL's old PPO loop ignores should_training_stop between steps; the pair's turns still hold it."""
+    from canary_action.metrics.io import read_metrics
+    from canary_action.train.launch.pair import run_pair
+
+    repo = Path(__file__).parents[2]
+    outcome = run_pair(repo, repo, Path("configs/tiny/ppo.yaml"), output_dir=tmp_path, overrides=["max_steps=4"])
+    assert outcome.error is None
+    for path in (outcome.base, outcome.head):
+        metrics = read_metrics(path)
+        assert metrics.status.state == "completed"
+        assert metrics.series[m.PAIR_ROUND] == [0.0, 0.0, 1.0, 1.0]
+
+
 def test_legacy_flat_ppo_config_runs_unchanged(tmp_path: Path) -> None:
     metrics = run_canary(load_config(LEGACY / "ppo.yaml"), tmp_path).metrics
     assert metrics.status.state == "completed"
