@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -44,8 +47,8 @@ LABELS: Final = {
     "aa": ("none", 0.0), "busy5": ("busy", 0.05), "busy10": ("busy", 0.10), "busy20": ("busy", 0.20),
     "sleep10": ("sleep", 0.10),
 }  # fmt: skip
-QUIET_PLAN: Final = "aa:10,busy5:6,busy10:6,busy20:4,sleep10:3,single:3"
-HOG_PLAN: Final = "aa:8,busy5:4,busy10:4,busy20:6"
+QUIET_PLAN: Final = "aa:10,busy5:6,busy10:6,busy20:3,sleep10:3,single:3"
+HOG_PLAN: Final = "aa:8,busy5:3,busy10:3,busy20:6"
 HOG: Final = """
 import random, time
 rng = random.Random(0)
@@ -150,8 +153,8 @@ def collect(out: Path, *, quiet_plan: str, hog_plan: str, steps: int, seed: int)
         elif kind == "sleep":
             sleep = size * step_s
             heads[label] = (make_tree(trees, label, f"sleep_s_per_step: {sleep:.4f}"), f"{sleep * 1000:.1f} ms sleep")
-    planted = {k: v[1] for k, v in heads.items()}
-    calibrated = {"step_s": step_s, "matmul_s": product_s, "steps": steps, "heads": planted}
+    sizes = {k: v[1] for k, v in heads.items()}
+    calibrated = {"step_s": step_s, "matmul_s": product_s, "steps": steps, "heads": sizes}
     (out / "calibration.json").write_text(json.dumps(calibrated, indent=2), encoding="utf-8")
     jobs = parse_plan(quiet_plan, "quiet") + parse_plan(hog_plan, "hog")
     random.Random(seed).shuffle(jobs)
@@ -177,6 +180,156 @@ def cmd_collect(args: argparse.Namespace) -> None:
     collect(args.output, quiet_plan=args.quiet_plan, hog_plan=args.hog_plan, steps=args.steps, seed=args.seed)
 
 
+@dataclass(frozen=True)
+class Judged:
+    label: str
+    load: str
+    pair: str
+    wall_s: float
+    effect_pct: float
+    """The paired step-time effect (head against base), as the gate reports it."""
+    sd_log: float
+    """Its SD with the shipped process-level spread; within_log without it."""
+    within_log: float
+    paired_verdict: str
+    paired_step: str
+    old_verdict: str
+    old_step: str
+
+
+def thresholds_file(directory: Path) -> Path:
+    """The default tier with a 5 % step-time limit (the nightly tier's; nightly itself needs 100 steady steps)."""
+    path = directory / "thresholds.yaml"
+    path.write_text("base_tier: default\nmax_step_time_increase_pct: 5\n", encoding="utf-8")
+    return path
+
+
+def judge_all(data: Path, rows: Sequence[dict[str, Any]], limits: Path) -> list[Judged]:
+    from canary_action.compare import paired, window
+    from canary_action.compare.baselines import load_current
+    from canary_action.compare.command import run_compare
+    from canary_action.config.thresholds import TIERS
+
+    pairs = [r for r in rows if r["label"] != "single"]
+    judged = []
+    for index, row in enumerate(pairs):
+        pair = data / row["pair"]
+        result = run_compare(pair, [], threshold_file=limits)
+        step = next(c for c in result.checks if c.name == "step_time")
+        head, base = load_current(pair / "head" / "metrics.json"), load_current(pair / "base" / "metrics.json")
+        cut = window.common_warmup([head, base], TIERS["default"].min_step_count)
+        head, base = window.apply([head, base], cut)
+        effect = paired.paired_effect(head, base, paired.step_time)
+        assert effect is not None, row
+        within = math.sqrt(max(effect.sd_log**2 - paired.process_sd(head) ** 2, 0.0))
+        # The old way: the same head run against the base sides of three other pairs of this load, nearest first.
+        others = sorted(
+            (p for j, p in enumerate(pairs) if j != index and p["load"] == row["load"]),
+            key=lambda p: abs(pairs.index(p) - index),
+        )[:3]
+        old = run_compare(pair / "head" / "metrics.json", [data / p["pair"] / "base" / "metrics.json" for p in others],
+                          threshold_file=limits)  # fmt: skip
+        old_step = next(c for c in old.checks if c.name == "step_time")
+        judged.append(Judged(
+            label=row["label"], load=row["load"], pair=row["pair"], wall_s=row["wall_s"],
+            effect_pct=effect.delta_pct, sd_log=effect.sd_log, within_log=within, paired_verdict=result.verdict,
+            paired_step=step.status, old_verdict=old.verdict, old_step=old_step.status,
+        ))  # fmt: skip
+    return judged
+
+
+def process_spread(aa: Sequence[Judged]) -> float:
+    """Method of moments over A/A pairs: the SD of their effects beyond what each pair's rounds explain."""
+    excess = statistics.fmean(math.log1p(j.effect_pct / 100) ** 2 - j.within_log**2 for j in aa)
+    return math.sqrt(max(excess, 0.0))
+
+
+def expected_false_alarms(aa: Sequence[Judged], limit_pct: float = 5.0, k: float = 3.0) -> float:
+    """The calibrated A/A rate: for each A/A pair, P(a null effect with its SD passes the limit it would get)."""
+    rates = []
+    for j in aa:
+        limit = max(math.log1p(limit_pct / 100), k * j.sd_log)
+        rates.append(0.5 * math.erfc(limit / j.sd_log / math.sqrt(2)))
+    return statistics.fmean(rates)
+
+
+def render(judged: Sequence[Judged], rows: Sequence[dict[str, Any]], calibration: dict[str, Any], when: str) -> str:
+    from canary_action.compare import paired
+
+    aa = [j for j in judged if j.label == "aa"]
+    fitted = process_spread(aa)
+    z = [math.log1p(j.effect_pct / 100) / j.sd_log for j in aa]
+    lines = [
+        f"Collected {when} on this 2-core shared VM (`lscpu`: AMD EPYC, 2 vCPUs), one thread per side, "
+        f"{calibration['steps']} steps per side in 2-step turns (configs/tiny/dpo.yaml with `--set max_steps="
+        f"{calibration['steps']}`); quiet step {1000 * calibration['step_s']:.0f} ms, one 256x256 product "
+        f'{1000 * calibration["matmul_s"]:.3f} ms. "Quiet" means no load added by the benchmark (the machine\'s '
+        'own neighbours, and other work of this session, ran as they did); "hog" adds one bursty CPU hog '
+        "(busy 0.5-3 s, idle 0.5-3 s). Judged with the default tier and a 5 % step-time limit.",
+        "",
+        "| load | pair | n | planted | measured effect (mean) | paired: step_time failed | separate runs: failed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for load in ("quiet", "hog"):
+        for label in LABELS:
+            group = [j for j in judged if j.label == label and j.load == load]
+            if not group:
+                continue
+            planted = calibration["heads"].get(label) or "—"
+            if label == "aa":
+                paired_rate = sum(j.paired_verdict == "regression" for j in group)
+                old_rate = sum(j.old_verdict == "regression" for j in group)
+                cells = (f"{paired_rate}/{len(group)} false alarms", f"{old_rate}/{len(group)} false alarms")
+            else:
+                cells = (
+                    f"{sum(j.paired_step == 'fail' for j in group)}/{len(group)}",
+                    f"{sum(j.old_step == 'fail' for j in group)}/{len(group)}",
+                )
+            effect = statistics.fmean(j.effect_pct for j in group)
+            lines.append(f"| {load} | {label} | {len(group)} | {planted} | {effect:+.1f} % | {cells[0]} | {cells[1]} |")
+    shipped = 100 * paired.PROCESS_SD["cpu"]
+    expected = expected_false_alarms(aa)
+    lines += [
+        "",
+        f"A/A calibration over all {len(aa)} A/A pairs (quiet and hog): their effects "
+        f"{', '.join(f'{j.effect_pct:+.1f}' for j in aa)} %; process-level spread fitted from them "
+        f"{100 * fitted:.2f} % (shipped: {shipped:.1f} %, `compare/paired.py` PROCESS_SD); z = effect / its SD has "
+        f"SD {statistics.stdev(z):.2f} (1 for a calibrated interval), largest |z| {max(abs(v) for v in z):.1f}; "
+        f"the A/A false-alarm rate these SDs imply at the 5 % limit: {100 * expected:.3f} % per pair.",
+    ]
+    singles = [r["wall_s"] for r in rows if r["label"] == "single" and r["load"] == "quiet"]
+    quiet_pairs = [j.wall_s for j in judged if j.load == "quiet"]
+    if singles and quiet_pairs:
+        ratio = statistics.fmean(quiet_pairs) / statistics.fmean(singles)
+        lines.append(
+            f"Wall time, quiet: a pair {statistics.fmean(quiet_pairs):.0f} s (`canary pair`, both sides, compare "
+            f"and report), one run {statistics.fmean(singles):.0f} s (`canary run`): {ratio:.2f}x."
+        )
+    sleeps = [j.effect_pct for j in judged if j.label == "sleep10"]
+    busies = [j.effect_pct for j in judged if j.label == "busy10" and j.load == "quiet"]
+    if sleeps:
+        lines.append(
+            f"A planted +10 % as a sleep ({calibration['heads'].get('sleep10')}) measured "
+            f"{', '.join(f'{v:+.1f}' for v in sleeps)} %; as compute ({calibration['heads'].get('busy10')}) "
+            f"{', '.join(f'{v:+.1f}' for v in busies)} % (quiet). The benchmark's planted slowdowns are compute."
+        )
+    return "\n".join(lines)
+
+
+def cmd_replay(args: argparse.Namespace) -> None:
+    rows = [json.loads(line) for line in (args.data / MANIFEST).read_text(encoding="utf-8").splitlines() if line]
+    calibration = json.loads((args.data / "calibration.json").read_text(encoding="utf-8"))
+    with tempfile.TemporaryDirectory() as scratch:
+        judged = judge_all(args.data, rows, thresholds_file(Path(scratch)))
+    text = render(judged, rows, calibration, args.date)
+    print(text)
+    if args.write_docs:
+        docs = REPO / "docs" / "benchmarks.md"
+        page = docs.read_text(encoding="utf-8")
+        start, stop = page.index(DOCS_BEGIN) + len(DOCS_BEGIN), page.index(DOCS_END)
+        docs.write_text(page[:start] + "\n" + text + "\n" + page[stop:], encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python benchmarks/lockstep.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(required=True)
@@ -187,6 +340,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--steps", type=int, default=100, help="max_steps of every run")
     p.add_argument("--seed", type=int, default=0, help="seed of the job order")
     p.set_defaults(func=cmd_collect)
+    p = sub.add_parser("replay", help="judge the collected pairs, paired and as separate runs; the docs table")
+    p.add_argument("data", type=Path)
+    p.add_argument("--date", default="2026-11-24")
+    p.add_argument("--write-docs", action="store_true", help="replace the lockstep section of docs/benchmarks.md")
+    p.set_defaults(func=cmd_replay)
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -191,7 +191,9 @@ def compare_command(  # click passes options as keywords
     "--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a config key on both sides."
 )
 @click.option("--chunk-steps", default=2, show_default=True, help="Optimizer steps each side trains per turn.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the random order inside each round.")
+@click.option(
+    "--seed", type=int, help="Seed of the random orders (start, and inside each round); default: drawn, recorded."
+)
 @click.option("--cpus", help="CPUs both sides share, e.g. 0 or 0-3 (default: the first cpu_threads this may use).")
 @click.option("--setup", help="A shell command run in each tree first, installing into a per-side environment.")
 @click.option("--baseline", "baselines", multiple=True, type=click.Path(path_type=Path),
@@ -210,7 +212,7 @@ def pair_command(  # click passes options as keywords
     output_dir: Path | None,
     overrides: tuple[str, ...],
     chunk_steps: int,
-    seed: int,
+    seed: int | None,
     cpus: str | None,
     setup: str | None,
     baselines: tuple[Path, ...],

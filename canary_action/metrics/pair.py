@@ -34,7 +34,7 @@ class PairRecord(Record):
     pair_record_version: Literal[1] = PAIR_RECORD_VERSION
     pair_id: str
     chunk_steps: int
-    seed: int = Field(description="Seed of the random order inside each round.")
+    seed: int = Field(description="Seed of the random orders: which side starts first, and inside each round.")
     started_at: str
     finished_at: str
     wall_s: float = Field(description="Both sides, from start to the last metrics.json written.")

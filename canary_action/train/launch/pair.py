@@ -88,7 +88,7 @@ def run_pair(
     output_dir: Path | None = None,
     overrides: Sequence[str] = (),
     chunk_steps: int = DEFAULT_CHUNK_STEPS,
-    seed: int = 0,
+    seed: int | None = None,
     cpus: Sequence[int] | None = None,
     setup: str | None = None,
 ) -> PairOutcome:
@@ -104,15 +104,17 @@ def run_pair(
         side.run_dir = pair_dir / side.name
         side.run_dir.mkdir(parents=True, exist_ok=True)
     rounds: list[Round] = []
+    seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+    rng = random.Random(seed)
     try:
         resolved = [s.tree for s in sides]
         shared = set(cpus) if cpus else pair_cpus(sides[1].loaded)
-        for side in sides:
+        for side in rng.sample(sides, k=len(sides)):  # who starts (and loads) first is drawn too
             _start(side, pair_id, started, chunk_steps, trees=resolved, setup=setup)
             if side.process is not None and shared:
                 os.sched_setaffinity(side.process.pid, shared)
         deadline = time.monotonic() + START_MARGIN_S + 2 * max(s.loaded.config.timeout_minutes for s in sides) * 60
-        _take_turns(sides, rounds, random.Random(seed), deadline)
+        _take_turns(sides, rounds, rng, deadline)
     finally:
         for side in sides:
             _finish(side)
