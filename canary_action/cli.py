@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -55,6 +56,8 @@ def exit_code(error: CanaryError) -> int:
 
 
 def main() -> None:
+    # A cancelled CI job's SIGTERM as an interrupt: `run` and `pair` write what they measured before exiting.
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         # Not standalone, so that errors reach the handlers below; click then *returns* a command's exit code.
         code = cli.main(prog_name="canary", standalone_mode=False)
@@ -79,6 +82,10 @@ def main() -> None:
             err=True,
         )
         sys.exit(EXIT_INFRA)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _record_error(error: CanaryError) -> None:
@@ -239,7 +246,7 @@ def pair_command(  # click passes options as keywords
     result = run_compare(
         outcome.pair_dir, list(baselines), tier=tier, threshold_file=threshold_file, missing_ok=True,
         notes=[f"lockstep pair {outcome.record.pair_id}: {len(outcome.record.rounds)} rounds of "
-               f"{outcome.record.chunk_steps} steps, {outcome.record.wall_s:.0f} s"],
+               f"{outcome.record.chunk_steps} steps, {outcome.record.wall_s:.0f} s", *outcome.notes],
     )  # fmt: skip
     (outcome.pair_dir / "result.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
     from canary_action.report.render import render

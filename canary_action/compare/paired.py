@@ -167,14 +167,15 @@ def _column(run: RunData, name: str) -> list[float | None]:
 def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> tuple[float, float, int]:
     """Yuen's trimmed mean: (mean of the middle values, its standard error, degrees of freedom).
 
-    The SE comes from the winsorized variance (the trimmed values replaced by the nearest kept one), divided
-    by (1 - 2 trim) sqrt(n); dof = kept values - 1.
+    With h values kept of n and s_w^2 the winsorized sample variance (the trimmed values replaced by the
+    nearest kept one): SE = sqrt((n - 1) s_w^2 / (h (h - 1))), dof = h - 1.
     """
     ordered = sorted(values)
     n = len(ordered)
     cut = int(trim * n)
     kept = ordered[cut : n - cut]
+    h = len(kept)
     low, high = kept[0], kept[-1]
     winsorized = [min(max(v, low), high) for v in ordered]
-    se = statistics.stdev(winsorized) / ((1 - 2 * cut / n) * math.sqrt(n))
-    return statistics.fmean(kept), se, max(1, len(kept) - 1)
+    se = math.sqrt((n - 1) * statistics.variance(winsorized) / (h * (h - 1)))
+    return statistics.fmean(kept), se, h - 1

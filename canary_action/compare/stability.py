@@ -30,6 +30,10 @@ def run_status(run: RunData) -> Check:
     if status.state == "stopped_early" and status.reason == "non_finite":
         why = f"stopped early{at} by the non-finite guard: judged by nan_steps / inf_steps"
         return skipped("run_status", "stability", "", why)
+    if status.state == "stopped_early" and status.reason == "pair_ended":
+        why = f"stopped{at} when the other side of its lockstep pair ended first: the steps both trained are judged"
+        fix = "read why the other side ended (its metrics.json and error.log beside this run's), then rerun the pair"
+        return skipped("run_status", "stability", "", why, fix=fix)
     if status.state == "stopped_early":
         why = f"stopped early{at}: {status.reason or 'unknown reason'}"
         return Check(name="run_status", group="stability", status="fail", unit="", message=why)

@@ -44,7 +44,7 @@ from canary_action.github.commands import Log, append_summary, write_outputs
 from canary_action.github.context import PR_EVENTS, EventContext, event_context
 from canary_action.github.inputs import ActionInputs, RunnerEnv, read_inputs, read_runner
 from canary_action.github.publish import Annotation, Published, Publisher, check_name, conclusion_of
-from canary_action.github.training import ChildTrainer, LockstepTrainer
+from canary_action.github.training import ChildTrainer, LockstepTrainer, lockstep_base
 from canary_action.report.escape import one_line, slug
 from canary_action.report.view import Links
 
@@ -251,11 +251,11 @@ def run_mode(step: Step, trainer: Trainer) -> int:
             if e.forbidden:
                 target = None  # a read-only token: measure and write, publish nothing
 
-    base_sha = _lockstep_base(step)
-    measured, crash = _measure(step, loaded, trainer, base_sha, check)
+    base_sha, notes = _lockstep_base(step)
+    measured, crash = _measure(step, loaded, trainer, base_sha=base_sha, check=check, notes=notes)
 
     if base_sha is not None and inputs.baseline == "lockstep":
-        fetched = FetchedBaselines(notes=[f"baseline: the base commit {base_sha[:12]}, trained in lockstep"])
+        fetched = FetchedBaselines()
     else:
         fetched = _baselines(step, artifact, Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-")))
     threshold_file = step.runner.workspace / inputs.thresholds if inputs.thresholds else None
@@ -264,7 +264,7 @@ def run_mode(step: Step, trainer: Trainer) -> int:
         fetched.paths,
         tier=inputs.tier,
         threshold_file=threshold_file,
-        notes=fetched.notes,
+        notes=[*notes, *fetched.notes],
         missing_ok=True,
     )
     run_url = step.run_url()
@@ -287,15 +287,22 @@ def run_mode(step: Step, trainer: Trainer) -> int:
 
 
 def _measure(
-    step: Step, loaded: LoadedConfig, trainer: Trainer, base_sha: str | None, check: Published | None
+    step: Step,
+    loaded: LoadedConfig,
+    trainer: Trainer,
+    *,
+    base_sha: str | None,
+    check: Published | None,
+    notes: list[str],
 ) -> tuple[Path, CanaryError | None]:
     """Train: the canary alone, or in lockstep with the base commit (then a pair's directory, whose head side
-    compare judges against its base side). A crash after something was measured comes back beside it."""
+    compare judges against its base side; its notes join `notes`). A crash after something was measured comes
+    back beside it."""
     try:
         if base_sha is not None:
-            measured = LockstepTrainer(step.runner.workspace, step.inputs.setup)(
-                step.inputs.config, base_sha, step.out_dir
-            )
+            lockstep = LockstepTrainer(step.runner.workspace, step.inputs.setup)
+            measured, said = lockstep(step.inputs.config, base_sha, step.out_dir)
+            notes += said
         else:
             measured = trainer(loaded, step.out_dir)
         crash = None
@@ -311,19 +318,19 @@ def _measure(
     return measured, crash
 
 
-def _lockstep_base(step: Step) -> str | None:
-    """The base commit to train in lockstep, or None (artifact baselines). Only a pull request has one."""
+def _lockstep_base(step: Step) -> tuple[str | None, list[str]]:
+    """The base commit to train in lockstep, or None (artifact baselines), and what the report should say about
+    the choice. Only a pull request has a base commit."""
     if step.inputs.baseline == "artifacts":
-        return None
+        return None, []
     if step.ctx.base_sha is None:
-        step.log.annotate(
-            "notice",
-            f"baseline {step.inputs.baseline}: a {step.ctx.event} event names no base commit to train beside this "
-            "one; comparing with artifact baselines instead",
-            title="rlhf-canary baseline",
+        said = (
+            f"baseline {step.inputs.baseline} asked for, but a {step.ctx.event} event names no base commit to train "
+            "beside this one: compared with artifact baselines instead"
         )
-        return None
-    return step.ctx.base_sha
+        step.log.annotate("notice", said, title="rlhf-canary baseline")
+        return None, [said]
+    return lockstep_base(step.runner.workspace, step.ctx.base_sha, step.ctx.head_sha), []
 
 
 def report_mode(step: Step) -> int:

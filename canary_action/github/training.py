@@ -3,9 +3,9 @@ baseline, the pull request's base commit checked out beside it and trained in tu
 
 The child runs `python -m canary_action run` (or `pair`) with the repository first on its import path (a
 `trainer_factory` or reward function of the team's own code imports from it), the repository as its working
-directory, and an environment without the action's inputs or the runner's credentials (environment.py): the
-pull request's code never sees the token the publishing process holds. A `setup` command first installs what
-that code needs, into an environment layered over the image's, per tree.
+directory, and an environment without the action's inputs, the runner's credentials or its command files
+(environment.py) — defence in depth: untrusted code belongs in a job given no write token at all. A `setup`
+command first installs what that code needs, into an environment layered over the image's, per tree.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from canary_action.errors import ERROR_FILE_ENV, CanaryError, TrainingError, Usa
 from canary_action.train.launch.environment import child_environment, prepare_setup
 
 _GIT = ("git", "-c", "safe.directory=*")
+_STOP_GRACE_S = 30
 
 
 @dataclass(frozen=True)
@@ -36,34 +37,71 @@ class ChildTrainer:
         config = loaded.path if loaded.path is not None else self.tree / f"{loaded.config.name}.yaml"
         output_dir.mkdir(parents=True, exist_ok=True)
         before = set(output_dir.iterdir())
-        run_child(self.tree, self.setup, ["run", str(config), "-o", str(output_dir)])
-        made = [d for d in set(output_dir.iterdir()) - before if (d / "metrics.json").is_file()]
+        try:
+            run_child(self.tree, self.setup, ["run", str(config), "-o", str(output_dir)])
+        except CanaryError as error:
+            # Where the run's metrics.json is, the parent finds for itself: the child's word names no path here.
+            made = _new_runs(output_dir, before)
+            if isinstance(error, TrainingError):
+                error.metrics_path = made[0] / "metrics.json" if len(made) == 1 else None
+            raise
+        made = _new_runs(output_dir, before)
         if len(made) != 1:
             raise TrainingError(f"the canary wrote {len(made)} runs into {output_dir}, not one", fix="rerun the job")
         return made[0] / "metrics.json"
 
 
-def run_child(tree: Path, setup: str | None, args: Sequence[str], extra_trees: Sequence[Path] = ()) -> None:
-    """`python -m canary_action ARGS` over `tree`; raises the error the child ended with (its class, message, fix)."""
+def _new_runs(output_dir: Path, before: set[Path]) -> list[Path]:
+    return [d for d in set(output_dir.iterdir()) - before if (d / "metrics.json").is_file()]
+
+
+def run_child(tree: Path, setup: str | None, args: Sequence[str]) -> None:
+    """`python -m canary_action ARGS` over `tree`; raises the error the child ended with (its class, message, fix).
+
+    A cancelled job (KeyboardInterrupt here, from SIGTERM) is passed on as SIGTERM: the child writes what it
+    measured, then this re-raises.
+    """
     scratch = Path(tempfile.mkdtemp(prefix="rlhf-canary-child-"))
-    env = child_environment(tree, extra_trees)
+    env = child_environment(tree)
     python = Path(sys.executable)
     if setup:
         python, env = prepare_setup(setup, tree, scratch / "env", env)
     error_file = scratch / "error.json"
     env[ERROR_FILE_ENV] = str(error_file)
     # Both streams to the job log: the child's report and progress are the step's output.
-    done = subprocess.run(
-        [str(python), "-m", "canary_action", *args], cwd=tree, env=env, stdout=sys.stderr, check=False
-    )
-    if done.returncode in (0, 1):  # 1: a regression verdict (`pair` compares): not an error here
+    with subprocess.Popen([str(python), "-m", "canary_action", *args], cwd=tree, env=env, stdout=sys.stderr) as child:
+        try:
+            code = child.wait()
+        except KeyboardInterrupt:
+            child.terminate()
+            try:
+                child.wait(timeout=_STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            raise
+    if code == 0:
         return
     if error_file.is_file():
         raise from_record(json.loads(error_file.read_text(encoding="utf-8")))
     raise TrainingError(
-        f"the canary process ended with exit status {done.returncode} without saying why",
+        f"the canary process ended with exit status {code} without saying why",
         fix="read the job log above (killed for memory? a signal?)",
     )
+
+
+def lockstep_base(workspace: Path, event_base: str, head: str | None) -> str:
+    """The commit to pair the checkout with. On pull_request the checkout is GitHub's merge commit (the PR's head
+    merged into its base branch as it is now): its first parent is the base branch then, which the merge is
+    measured against; the event's base.sha may be older. Otherwise (the head itself checked out) the event's."""
+    parents = _git_out(workspace, "rev-list", "--parents", "-n", "1", "HEAD").split()
+    if len(parents) == 3 and (head is None or parents[2] == head):
+        return parents[1]
+    return event_base
+
+
+def _git_out(workspace: Path, *args: str) -> str:
+    done = subprocess.run([*_GIT, "-C", str(workspace), *args], capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def checkout_base(workspace: Path, sha: str, dest: Path) -> Path:
@@ -74,7 +112,7 @@ def checkout_base(workspace: Path, sha: str, dest: Path) -> Path:
             f"baseline lockstep needs the repository checked out with git; {workspace} is no git repository",
             fix="check out with actions/checkout before the canary step",
         )
-    if not _git_ok(workspace, "cat-file", "-e", f"{sha}^{{commit}}"):
+    if _git_out(workspace, "cat-file", "-t", sha) != "commit":
         fetched = subprocess.run([*_GIT, "-C", str(workspace), "fetch", "--no-tags", "--depth=1", "origin", sha],
                                  capture_output=True, text=True, check=False)  # fmt: skip
         if fetched.returncode != 0:
@@ -93,32 +131,26 @@ def checkout_base(workspace: Path, sha: str, dest: Path) -> Path:
     return dest
 
 
-def _git_ok(workspace: Path, *args: str) -> bool:
-    return subprocess.run([*_GIT, "-C", str(workspace), *args], capture_output=True, check=False).returncode == 0
-
-
 @dataclass(frozen=True)
 class LockstepTrainer:
-    """The action's lockstep baseline: the base commit and the checked-out PR, trained in turns."""
+    """The action's lockstep baseline: the base commit and the checked-out PR, trained in turns.
+
+    The coordinator (train/launch/pair.py) runs here, from the image's canary, not from the workspace: a pull
+    request's own `canary_action/` would shadow it. Each side is a child over its own tree (environment.py).
+    """
 
     workspace: Path
     setup: str | None = None
 
-    def __call__(self, config: str, base_sha: str, output_dir: Path) -> Path:
-        """Run the pair; the pair's directory (compare judges its head side against its base side)."""
+    def __call__(self, config: str, base_sha: str, output_dir: Path) -> tuple[Path, list[str]]:
+        """Run the pair: its directory (compare judges its head side against its base side), and notes."""
+        from canary_action.train.launch.pair import run_pair
+
         base = checkout_base(self.workspace, base_sha, Path(tempfile.mkdtemp(prefix="rlhf-canary-base-")) / "tree")
-        output_dir.mkdir(parents=True, exist_ok=True)
-        before = set(output_dir.iterdir())
-        args = ["pair", config, "--base", str(base), "--head", str(self.workspace), "-o", str(output_dir)]
-        args += ["--setup", self.setup] if self.setup else []
-        try:
-            run_child(self.workspace, None, args, extra_trees=[base])
-        except CanaryError as error:
-            made = [d for d in set(output_dir.iterdir()) - before if (d / "pair.json").is_file()]
-            if made and isinstance(error, TrainingError):
-                error.metrics_path = made[0]  # what both sides measured is still compared and reported
-            raise
-        made = [d for d in set(output_dir.iterdir()) - before if (d / "pair.json").is_file()]
-        if len(made) != 1:
-            raise TrainingError(f"the lockstep pair wrote {len(made)} pairs into {output_dir}", fix="rerun the job")
-        return made[0]
+        outcome = run_pair(base, self.workspace, Path(config), output_dir=output_dir, setup=self.setup)
+        notes = [f"baseline: the base commit {base_sha[:12]}, trained in lockstep beside this one", *outcome.notes]
+        if outcome.error is not None:
+            if isinstance(outcome.error, TrainingError) and outcome.head.is_file():
+                outcome.error.metrics_path = outcome.pair_dir  # what both sides measured is still compared
+            raise outcome.error
+        return outcome.pair_dir, notes

@@ -137,6 +137,46 @@ def test_a_crash_on_one_side_is_exit_3_with_both_measurements_written(tmp_path: 
     assert json.loads(done.stdout)["verdict"] == "crashed"
 
 
+def test_a_failing_base_side_is_no_regression_of_the_pull_request(tmp_path: Path) -> None:
+    sft = SFT.read_text(encoding="utf-8")
+    base = tree(tmp_path, "base", sft + "fault_injection:\n  crash_at_step: 7\n")
+    done = canary_pair(base, tree(tmp_path, "head", sft), tmp_path / "out")
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert result["verdict"] == "neutral", result["reason"]
+    status = next(c for c in result["checks"] if c["name"] == "run_status")
+    assert status["status"] == "skip"
+    assert "other side of its lockstep pair ended first" in status["message"]
+    assert any("the base side" in n and "PlantedCrashError" in n for n in result["notes"])
+
+
+def test_a_cancelled_pair_writes_both_sides_and_its_record(tmp_path: Path) -> None:
+    """SIGTERM (a cancelled CI job) mid-pair: each side records the interrupt and writes its metrics.json."""
+    import signal
+    import time
+
+    sft = SFT.read_text(encoding="utf-8")
+    base, head = tree(tmp_path, "base", sft), tree(tmp_path, "head", sft)
+    command = [sys.executable, "-m", "canary_action", "pair", str(CONFIG), "--base", str(base), "--head", str(head),
+               "-o", str(tmp_path / "out"), "--set", "max_steps=400"]  # fmt: skip
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as pair:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            found = list((tmp_path / "out").glob("*/head/side.json"))
+            if found and "step" in (pair.stderr.readline() if pair.stderr else ""):
+                break
+        pair.send_signal(signal.SIGTERM)
+        pair.communicate(timeout=300)
+    assert pair.returncode != 0
+    written = pair_dir(tmp_path / "out")
+    assert (written / "pair.json").is_file()
+    for side in ("base", "head"):
+        metrics = read_metrics(written / side / "metrics.json")
+        assert metrics.status.state in ("failed", "stopped_early"), metrics.status
+        assert metrics.summary is not None
+        assert metrics.summary.num_steps < 400
+
+
 def test_a_factory_only_the_head_tree_has_runs_in_the_head_side_and_is_invisible_to_the_base(tmp_path: Path) -> None:
     custom = (REPO / "configs" / "tiny" / "custom.yaml").read_text(encoding="utf-8")
     head_config = custom.replace(

@@ -19,7 +19,9 @@ from tests.factories import make_env
 def test_the_token_and_the_action_inputs_never_reach_a_child() -> None:
     env = {"INPUT_GITHUB-TOKEN": "ghs_x", "INPUT_GITHUB_TOKEN": "ghs_x", "INPUT_CONFIG": "c.yaml",
            "ACTIONS_RUNTIME_TOKEN": "t", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "t", "GITHUB_TOKEN": "ghs_y",
-           "GH_TOKEN": "ghs_z", "HOME": "/root", "GITHUB_SHA": "abc", "HF_HOME": "/cache"}  # fmt: skip
+           "GH_TOKEN": "ghs_z", "HOME": "/root", "GITHUB_SHA": "abc", "HF_HOME": "/cache",
+           "GITHUB_ENV": "/f/env", "GITHUB_PATH": "/f/path", "GITHUB_OUTPUT": "/f/out", "GITHUB_STATE": "/f/s",
+           "GITHUB_STEP_SUMMARY": "/f/sum"}  # fmt: skip
     assert scrubbed(env) == {"HOME": "/root", "GITHUB_SHA": "abc", "HF_HOME": "/cache"}
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from canary_action.errors import UsageError
-from canary_action.github.training import checkout_base
+from canary_action.github.training import checkout_base, lockstep_base
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -60,3 +60,20 @@ def test_no_git_repository_says_to_check_out(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as caught:
         checkout_base(tmp_path, "0" * 40, tmp_path / "base")
     assert "actions/checkout" in caught.value.fix
+
+
+def test_a_merge_checkout_pairs_with_its_first_parent(origin: tuple[Path, str, str], tmp_path: Path) -> None:
+    """pull_request checks out GitHub's merge commit: the base branch may have moved since the event's base.sha,
+    so the pair's base is the merge's first parent (the base branch the merge was made on)."""
+    repo, old_base, _ = origin
+    git(repo, "checkout", "-q", "-b", "feature", old_base)
+    (repo / "feature.txt").write_text("pr\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "pr")
+    pr_head = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")  # main moved on ("head" commit) after the PR branched
+    moved_base = git(repo, "rev-parse", "HEAD")
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge", "feature")
+    assert lockstep_base(repo, old_base, pr_head) == moved_base
+    git(repo, "checkout", "-q", "feature")  # the PR's head itself checked out: the event's base stands
+    assert lockstep_base(repo, old_base, pr_head) == old_base

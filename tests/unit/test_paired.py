@@ -11,6 +11,8 @@ import math
 import random
 from pathlib import Path
 
+import pytest
+
 from canary_action.compare.command import run_compare
 from canary_action.compare.result import CompareResult
 from canary_action.metrics import schema
@@ -119,3 +121,13 @@ def test_only_the_same_pair_pairs(tmp_path: Path) -> None:
     other = base.read_text(encoding="utf-8").replace(PAIR, "another-pair")
     base.write_text(other, encoding="utf-8")
     assert judge(base, head).pairing is None
+
+
+def test_the_trimmed_mean_is_yuens() -> None:
+    """1..10 trimmed 20 %: the mean of 3..8, SE from the winsorized variance (3,3,3,4,...,8,8,8): 42.5 / 9."""
+    from canary_action.compare.paired import trimmed_mean
+
+    mean, se, dof = trimmed_mean([float(v) for v in range(10, 0, -1)])
+    assert mean == 5.5
+    assert se == pytest.approx(math.sqrt(9 * (42.5 / 9) / (6 * 5)))
+    assert dof == 5

@@ -2,9 +2,11 @@
 installed for it, and no token.
 
 Training runs code from the pull request (a factory, a reward function, a collator). It runs in a child
-process whose environment holds none of the action's inputs or the runner's tokens, so that code cannot read
-them; the process that publishes keeps them. The tree (the checked-out repository, or one side of a lockstep
-pair) is first on the child's import path, and nothing inside another tree is on it.
+process whose environment holds none of the action's inputs, the runner's tokens or its command files. That is
+defence in depth, not a boundary: a process of the same user can still read its parent's environment
+(/proc/PPID/environ) and write the runner's files, so code from an untrusted pull request belongs in a job that
+was given no write token at all (docs/action.md, "Forks"). The tree (the checked-out repository, or one side
+of a lockstep pair) is first on the child's import path, and nothing inside another tree is on it.
 
 A setup command (the action's `setup` input, `canary pair --setup`) runs in the tree inside a virtual
 environment of its own, layered over the image's: a `.pth` file puts the image's site-packages after the
@@ -25,9 +27,13 @@ from typing import Final
 
 from canary_action.errors import ConfigError
 
-#: Variables a child never gets: the action's inputs (the token is one) and the runner's credentials.
+#: Variables a child never gets: the action's inputs (the token is one), the runner's credentials, and the
+#: runner's command files (a child writing GITHUB_ENV or GITHUB_PATH would change the job's later steps).
 SECRET_PREFIXES: Final = ("INPUT_", "ACTIONS_")
-SECRET_NAMES: Final = frozenset({"GITHUB_TOKEN", "GH_TOKEN", "CANARY_GITHUB_TOKEN"})
+SECRET_NAMES: Final = frozenset({
+    "GITHUB_TOKEN", "GH_TOKEN", "CANARY_GITHUB_TOKEN",
+    "GITHUB_ENV", "GITHUB_PATH", "GITHUB_OUTPUT", "GITHUB_STATE", "GITHUB_STEP_SUMMARY",
+})  # fmt: skip
 SETUP_PREFIX_ENV: Final = "CANARY_SETUP_PREFIX"
 _SETUP_TAIL_LINES: Final = 20
 

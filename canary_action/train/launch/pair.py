@@ -52,6 +52,7 @@ DEFAULT_CHUNK_STEPS: Final = 2
 #: Beyond timeout_minutes of training per side: process start, imports and model loading (a first download).
 START_MARGIN_S: Final = 30 * 60
 _STOP_GRACE_S: Final = 60
+_NOW_GRACE_S: Final = 5  # a chunk of a tiny canary takes under a second; a hung one never ends
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,10 @@ class PairOutcome:
     head: Path
     """The head side's metrics.json (the PR's code): the run a paired comparison judges."""
     error: CanaryError | None = None
-    """A side that refused its config (ConfigError) or crashed (TrainingError); what it measured is written."""
+    """The head side refused its config (ConfigError), crashed, or the pair hung (TrainingError); what both
+    sides measured is written. A failing base side is no error of the pull request: it is in `notes`."""
+    notes: list[str] = field(default_factory=list)
+    """For the comparison's notes: how the base side failed, when it did."""
 
 
 @dataclass
@@ -77,7 +81,6 @@ class _Side:
     turns_in: IO[str] | None = None  # side -> coordinator
     steps: int = 0
     ended: bool = False
-    buffered: list[str] = field(default_factory=list)
 
 
 def run_pair(
@@ -106,6 +109,8 @@ def run_pair(
     rounds: list[Round] = []
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed
     rng = random.Random(seed)
+    hung: TimeoutError | None = None
+    interrupted: KeyboardInterrupt | None = None
     try:
         resolved = [s.tree for s in sides]
         shared = set(cpus) if cpus else pair_cpus(sides[1].loaded)
@@ -115,9 +120,13 @@ def run_pair(
                 os.sched_setaffinity(side.process.pid, shared)
         deadline = time.monotonic() + START_MARGIN_S + 2 * max(s.loaded.config.timeout_minutes for s in sides) * 60
         _take_turns(sides, rounds, rng, deadline)
+    except TimeoutError as timeout:
+        hung = timeout
+    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM from a cancelled job (cli.py): record, then re-raise
+        interrupted = stop
     finally:
-        for side in sides:
-            _finish(side)
+        for side in sides:  # each side writes its metrics.json, whatever ended the pair
+            _finish(side, now=hung is not None or interrupted is not None)
     finished = datetime.now(UTC)
     base, head = sides
     record = PairRecord(
@@ -125,8 +134,18 @@ def run_pair(
         wall_s=(finished - started).total_seconds(), rounds=rounds, base=_end(base), head=_end(head),
     )  # fmt: skip
     (pair_dir / "pair.json").write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    if interrupted is not None:
+        raise interrupted
     paths = (base.run_dir / "metrics.json", head.run_dir / "metrics.json")
-    return PairOutcome(pair_dir, record, *paths, error=_side_error(sides, pair_dir))
+    error = _side_error(head, pair_dir)
+    if hung is not None:
+        error = TrainingError(
+            str(hung), fix=f"read the sides' logs above; what both sides measured is in {pair_dir}",
+            metrics_path=paths[1] if paths[1].exists() else None,
+        )  # fmt: skip
+    base_error = _side_error(base, pair_dir)
+    notes = [f"{base_error.message}: the base side's steps up to then are the baseline"] if base_error else []
+    return PairOutcome(pair_dir, record, *paths, error=error, notes=notes)
 
 
 def _load_side(name: Side, tree: Path, config_path: Path, overrides: Sequence[str]) -> _Side:
@@ -239,14 +258,21 @@ def _send(side: _Side, message: str) -> None:
         side.ended = True
 
 
-def _finish(side: _Side) -> None:
-    """Close the turns (a waiting side reads the end as "stop") and wait for the side to write its file."""
+def _finish(side: _Side, *, now: bool = False) -> None:
+    """Close the turns (a waiting side reads the end as "stop") and wait for the side to write its file;
+    `now` (a hang, an interrupt): a side that has not ended within a few seconds (a chunk still computing ends
+    at its next turn, where it reads the closed pipe as "stop") is sent SIGTERM, which it records, then writes."""
     for stream in (side.turns_out, side.turns_in):
         if stream is not None:
             with contextlib.suppress(BrokenPipeError):
                 stream.close()
     if side.process is None:
         return
+    if now:
+        try:
+            side.process.wait(timeout=_NOW_GRACE_S)
+        except subprocess.TimeoutExpired:
+            side.process.terminate()
     try:
         side.process.wait(timeout=_STOP_GRACE_S)
     except subprocess.TimeoutExpired:
@@ -276,24 +302,22 @@ def _read(side: _Side) -> m.Metrics | None:
     return read_metrics(path) if path.exists() else None
 
 
-def _side_error(sides: list[_Side], pair_dir: Path) -> CanaryError | None:
-    """A refused config on either side is exit 2, a crash exit 3; both sides' measurements are written first."""
-    for side in sides:
-        code = side.process.returncode if side.process is not None else None
-        if code == 0:
-            continue
-        metrics = _read(side)
-        status = metrics.status if metrics is not None else None
-        what = f"{status.exception_type}: {status.message}" if status and status.message else f"exit status {code}"
-        where = f"the {side.name} side ({side.tree})"
-        if code == 2:
-            return ConfigError(f"{where} refused its config: {what}", fix=f"fix {side.config_path} in that tree")
-        return TrainingError(
-            f"{where} failed during {status.stage if status else 'start'}: {what}",
-            fix=f"read the traceback in {side.run_dir / 'error.log'}; what both sides measured is in {pair_dir}",
-            metrics_path=side.run_dir / "metrics.json" if (side.run_dir / "metrics.json").exists() else None,
-        )
-    return None
+def _side_error(side: _Side, pair_dir: Path) -> CanaryError | None:
+    """How a side failed: its refused config (ConfigError) or its crash (TrainingError); None when it trained."""
+    code = side.process.returncode if side.process is not None else None
+    if code == 0:
+        return None
+    metrics = _read(side)
+    status = metrics.status if metrics is not None else None
+    what = f"{status.exception_type}: {status.message}" if status and status.message else f"exit status {code}"
+    where = f"the {side.name} side ({side.tree})"
+    if code == 2:
+        return ConfigError(f"{where} refused its config: {what}", fix=f"fix {side.config_path} in that tree")
+    return TrainingError(
+        f"{where} failed during {status.stage if status else 'start'}: {what}",
+        fix=f"read the traceback in {side.run_dir / 'error.log'}; what both sides measured is in {pair_dir}",
+        metrics_path=side.run_dir / "metrics.json" if (side.run_dir / "metrics.json").exists() else None,
+    )
 
 
 def _iso(moment: datetime) -> str:

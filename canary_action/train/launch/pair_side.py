@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             run.fail(error)
             code = 2 if isinstance(error, ConfigError) else 3
         outgoing.close()  # the coordinator may hand the turn on while this side writes its file
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a late SIGTERM must not cut the file short
         run.finish(spec.run_id, spec.started, pair=spec.side)
     return code
 
