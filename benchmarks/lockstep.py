@@ -244,12 +244,15 @@ def process_spread(aa: Sequence[Judged]) -> float:
     return math.sqrt(max(excess, 0.0))
 
 
-def expected_false_alarms(aa: Sequence[Judged], limit_pct: float = 5.0, k: float = 3.0) -> float:
-    """The calibrated A/A rate: for each A/A pair, P(a null effect with its SD passes the limit it would get)."""
+def expected_false_alarms(aa: Sequence[Judged], fitted: float, limit_pct: float = 5.0, k: float = 3.0) -> float:
+    """The A/A rate the data imply: for each A/A pair, the chance that a null effect — spread by its rounds'
+    error and the *fitted* process-level spread, not the shipped one — passes the limit the gate applies (the
+    threshold, widened to k x the gate's SD, and clear of zero). Normal tails (the rounds give ~25+ dof)."""
     rates = []
     for j in aa:
-        limit = max(math.log1p(limit_pct / 100), k * j.sd_log)
-        rates.append(0.5 * math.erfc(limit / j.sd_log / math.sqrt(2)))
+        true_sd = math.hypot(j.within_log, fitted)
+        limit = max(math.log1p(limit_pct / 100), k * j.sd_log, 1.96 * j.sd_log)
+        rates.append(0.5 * math.erfc(limit / true_sd / math.sqrt(2)))
     return statistics.fmean(rates)
 
 
@@ -288,7 +291,7 @@ def render(judged: Sequence[Judged], rows: Sequence[dict[str, Any]], calibration
             effect = statistics.fmean(j.effect_pct for j in group)
             lines.append(f"| {load} | {label} | {len(group)} | {planted} | {effect:+.1f} % | {cells[0]} | {cells[1]} |")
     shipped = 100 * paired.PROCESS_SD["cpu"]
-    expected = expected_false_alarms(aa)
+    expected = expected_false_alarms(aa, fitted)
     lines += [
         "",
         f"A/A calibration over all {len(aa)} A/A pairs (quiet and hog): their effects "
