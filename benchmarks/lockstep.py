@@ -227,13 +227,17 @@ def judge_all(data: Path, rows: Sequence[dict[str, Any]], limits: Path) -> list[
             (p for j, p in enumerate(pairs) if j != index and p["load"] == row["load"]),
             key=lambda p: abs(pairs.index(p) - index),
         )[:3]
-        old = run_compare(pair / "head" / "metrics.json", [data / p["pair"] / "base" / "metrics.json" for p in others],
-                          threshold_file=limits)  # fmt: skip
-        old_step = next(c for c in old.checks if c.name == "step_time")
+        if others:
+            separate = [data / p["pair"] / "base" / "metrics.json" for p in others]
+            old = run_compare(pair / "head" / "metrics.json", separate, threshold_file=limits)
+            old_verdict: str = old.verdict
+            old_step: str = next(c for c in old.checks if c.name == "step_time").status
+        else:
+            old_verdict = old_step = "none"  # no other pair of this load to stand in for a separate baseline
         judged.append(Judged(
             label=row["label"], load=row["load"], pair=row["pair"], wall_s=row["wall_s"],
             effect_pct=effect.delta_pct, sd_log=effect.sd_log, within_log=within, paired_verdict=result.verdict,
-            paired_step=step.status, old_verdict=old.verdict, old_step=old_step.status,
+            paired_step=step.status, old_verdict=old_verdict, old_step=old_step,
         ))  # fmt: skip
     return judged
 
