@@ -50,9 +50,9 @@ LABELS: Final = {
 QUIET_PLAN: Final = "aa:10,busy5:6,busy10:6,busy20:3,sleep10:3,single:3"
 HOG_PLAN: Final = "aa:8,busy5:3,busy10:3,busy20:6"
 HOG: Final = """
-import random, time
-rng = random.Random(0)
-while True:
+import os, random, time
+parent, rng = os.getppid(), random.Random(0)
+while os.getppid() == parent:  # never outlive the collector (a killed collector cannot kill its hog)
     end = time.monotonic() + rng.uniform(0.5, 3.0)
     while time.monotonic() < end:
         pass
