@@ -131,3 +131,29 @@ def test_the_trimmed_mean_is_yuens() -> None:
     assert mean == 5.5
     assert se == pytest.approx(math.sqrt(9 * (42.5 / 9) / (6 * 5)))
     assert dof == 5
+
+
+def test_a_pair_directory_alone_is_compared_head_against_base(tmp_path: Path) -> None:
+    from canary_action.metrics.pair import PairRecord, Round, SideEnd
+
+    make_pair(tmp_path, slowdown=0.10)
+    ends = {s: SideEnd(tree=f"/trees/{s}", config_path="c.yaml", metrics_path=f"{s}/metrics.json", exit_code=0,
+                       steps=120) for s in ("base", "head")}  # fmt: skip
+    record = PairRecord(pair_id=PAIR, chunk_steps=2, seed=1, started_at="t", finished_at="t", wall_s=1.0,
+                        rounds=[Round(index=0, order=["head", "base"])], **ends)  # fmt: skip
+    (tmp_path / "pair.json").write_text(record.model_dump_json(), encoding="utf-8")
+    result = run_compare(tmp_path, [], tier="nightly")
+    assert result.current.run_id == f"{PAIR}-head"
+    assert result.pairing is not None
+    assert check(result, "step_time").status == "fail"
+
+
+def test_a_corrupt_pair_record_or_no_baseline_is_bad_input(tmp_path: Path) -> None:
+    from canary_action.errors import MetricsFileError, UsageError
+
+    _, head = make_pair(tmp_path)
+    (tmp_path / "pair.json").write_text('{"pair_id": 1}', encoding="utf-8")
+    with pytest.raises(MetricsFileError, match="not a lockstep pair record"):
+        run_compare(tmp_path, [])
+    with pytest.raises(UsageError, match="no baseline given"):
+        run_compare(head, [])

@@ -1,0 +1,44 @@
+"""benchmarks/lockstep.py replays recorded real pairs through the real comparison (docs/benchmarks.md's figures)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from benchmarks import lockstep
+
+DATA = Path(__file__).parents[2] / "benchmarks" / "data" / "lockstep-2026-11-24"
+
+
+def test_recorded_pairs_replay_paired_and_as_separate_runs(tmp_path: Path) -> None:
+    rows = [json.loads(line) for line in (DATA / lockstep.MANIFEST).read_text(encoding="utf-8").splitlines()]
+    quiet = [r for r in rows if r["load"] == "quiet"]
+    subset = [
+        *[r for r in quiet if r["label"] == "aa"][:2],
+        next(r for r in quiet if r["label"] == "busy20"),
+        next(r for r in rows if r["label"] == "single"),
+    ]
+    judged = lockstep.judge_all(DATA, subset, lockstep.thresholds_file(tmp_path))
+    by_label = {j.label: j for j in judged}
+    assert by_label["busy20"].paired_step == "fail"  # +20 % of compute, caught round by round
+    assert by_label["busy20"].effect_pct > 10
+    assert all(j.paired_verdict != "regression" for j in judged if j.label == "aa")
+    assert all(j.old_verdict != "none" for j in judged)  # every head also judged against the other pairs' bases
+    calibration = json.loads((DATA / "calibration.json").read_text(encoding="utf-8"))
+    text = lockstep.render(judged, subset, calibration, "2026-11-24")
+    assert "| quiet | aa | 2 |" in text
+    assert "| quiet | busy20 | 1 |" in text
+    assert "Wall time, quiet" in text
+
+
+def test_the_process_spread_is_the_excess_over_the_rounds_error() -> None:
+    def judged(effect_pct: float, within: float) -> lockstep.Judged:
+        return lockstep.Judged("aa", "quiet", "p", 1.0, effect_pct, within, within, "pass", "pass", "pass", "pass")
+
+    # Effects of exactly their own error: nothing left over. Twice as spread: the excess is sqrt(3) x the error.
+    exact = [judged(100 * math.expm1(s * 0.01), 0.01) for s in (1, -1, 1, -1)]
+    assert lockstep.process_spread(exact) < 1e-3
+    wide = [judged(100 * math.expm1(s * 0.02), 0.01) for s in (1, -1, 1, -1)]
+    assert math.isclose(lockstep.process_spread(wide), math.sqrt(3) * 0.01, rel_tol=0.02)
+    assert lockstep.expected_false_alarms(wide, fitted=0.0) < lockstep.expected_false_alarms(wide, fitted=0.03)
