@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import random
 import statistics
 import subprocess
@@ -93,14 +94,18 @@ def matmul_s() -> float:
     return statistics.median(times)
 
 
-def run_pair(base: Path, head: Path, out: Path, steps: int) -> tuple[Path, float]:
+def run_pair(base: Path, head: Path, out: Path, steps: int, ablation: Sequence[str] = ()) -> tuple[Path, float]:
+    """One `canary pair`; `ablation` turns off what makes the sides comparable: "pin" (both sides may use every
+    CPU, as the scheduler likes), "malloc" (glibc as it is)."""
     out.mkdir(parents=True, exist_ok=True)
     before = set(out.iterdir())
+    extra = ["--cpus", ",".join(map(str, sorted(os.sched_getaffinity(0))))] if "pin" in ablation else []
+    env = {**os.environ, **({"CANARY_PAIR_MALLOC": "default"} if "malloc" in ablation else {})}
     start = time.perf_counter()
     done = subprocess.run(
         canary("pair", str(CONFIG), "--base", str(base), "--head", str(head), "-o", str(out),
-               "--set", f"max_steps={steps}", "--json"),
-        capture_output=True, text=True, check=False, cwd=REPO,
+               "--set", f"max_steps={steps}", "--json", *extra),
+        capture_output=True, text=True, check=False, cwd=REPO, env=env,
     )  # fmt: skip
     wall = time.perf_counter() - start
     if done.returncode not in (0, 1):
@@ -130,7 +135,7 @@ def make_tree(root: Path, name: str, fault: str | None) -> Path:
 
 def parse_plan(plan: str, load: str) -> list[tuple[str, str]]:
     jobs = []
-    for item in plan.split(","):
+    for item in filter(None, plan.split(",")):
         label, _, count = item.partition(":")
         if label != "single" and label not in LABELS:
             raise SystemExit(f"unknown label {label!r} in the plan")
@@ -138,11 +143,11 @@ def parse_plan(plan: str, load: str) -> list[tuple[str, str]]:
     return jobs
 
 
-def collect(out: Path, *, quiet_plan: str, hog_plan: str, steps: int, seed: int) -> None:
+def collect(out: Path, *, quiet_plan: str, hog_plan: str, steps: int, seed: int, ablation: Sequence[str] = ()) -> None:
     out.mkdir(parents=True, exist_ok=True)
     trees = out / "trees"
     base = make_tree(trees, "base", None)
-    calibration, _ = run_pair(base, base, out / "calibration", steps)
+    calibration, _ = run_pair(base, base, out / "calibration", steps, ablation)
     step_s = json.loads((calibration / "base" / "metrics.json").read_text())["summary"]["step_time_s"]["median"]
     product_s = matmul_s()
     heads: dict[str, tuple[Path, str]] = {"aa": (base, "")}
@@ -154,7 +159,7 @@ def collect(out: Path, *, quiet_plan: str, hog_plan: str, steps: int, seed: int)
             sleep = size * step_s
             heads[label] = (make_tree(trees, label, f"sleep_s_per_step: {sleep:.4f}"), f"{sleep * 1000:.1f} ms sleep")
     sizes = {k: v[1] for k, v in heads.items()}
-    calibrated = {"step_s": step_s, "matmul_s": product_s, "steps": steps, "heads": sizes}
+    calibrated = {"step_s": step_s, "matmul_s": product_s, "steps": steps, "heads": sizes, "ablation": list(ablation)}
     (out / "calibration.json").write_text(json.dumps(calibrated, indent=2), encoding="utf-8")
     jobs = parse_plan(quiet_plan, "quiet") + parse_plan(hog_plan, "hog")
     random.Random(seed).shuffle(jobs)
@@ -167,7 +172,7 @@ def collect(out: Path, *, quiet_plan: str, hog_plan: str, steps: int, seed: int)
                     row: dict[str, Any] = {"label": label, "load": load, "wall_s": wall}
                 else:
                     head, planted = heads[label]
-                    pair, wall = run_pair(base, head, out / "pairs", steps)
+                    pair, wall = run_pair(base, head, out / "pairs", steps, ablation)
                     row = {"label": label, "load": load, "pair": str(pair.relative_to(out)), "wall_s": wall,
                            "planted": planted}  # fmt: skip
             row["started"] = started
@@ -177,7 +182,8 @@ def collect(out: Path, *, quiet_plan: str, hog_plan: str, steps: int, seed: int)
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
-    collect(args.output, quiet_plan=args.quiet_plan, hog_plan=args.hog_plan, steps=args.steps, seed=args.seed)
+    collect(args.output, quiet_plan=args.quiet_plan, hog_plan=args.hog_plan, steps=args.steps, seed=args.seed,
+            ablation=args.ablate)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -346,6 +352,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--hog-plan", default=HOG_PLAN, help=f"label:count,... beside the bursty hog ({HOG_PLAN})")
     p.add_argument("--steps", type=int, default=100, help="max_steps of every run")
     p.add_argument("--seed", type=int, default=0, help="seed of the job order")
+    p.add_argument("--ablate", nargs="*", choices=["pin", "malloc"], default=[],
+                   help="turn off pinning both sides to one CPU set, or the malloc tuning (to measure)")  # fmt: skip
     p.set_defaults(func=cmd_collect)
     p = sub.add_parser("replay", help="judge the collected pairs, paired and as separate runs; the docs table")
     p.add_argument("data", type=Path)

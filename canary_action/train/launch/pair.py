@@ -42,7 +42,9 @@ from canary_action.train.launch.pair_side import SideSpec
 
 SIDES: Final[tuple[Side, Side]] = ("base", "head")
 #: glibc malloc: serve allocations below 256 MiB from the heap, never trim it below 1 GiB, grow it 256 MiB at a
-#: time — freed tensor memory is reused instead of unmapped and faulted in again. A value already set wins.
+#: time — freed tensor memory is reused instead of unmapped and faulted in again. A value already set wins;
+#: CANARY_PAIR_MALLOC=default leaves glibc as it is (another allocator preloaded, or to measure the difference).
+MALLOC_OPT_OUT: Final = "CANARY_PAIR_MALLOC"
 MALLOC_ALLOCATOR_ENV: Final = {
     "MALLOC_MMAP_THRESHOLD_": str(256 << 20),
     "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
@@ -192,7 +194,9 @@ def _start(
             "lockstep side: glibc malloc keeps freed memory ("
             + ", ".join(f"{k}={env[k]}" for k in MALLOC_ALLOCATOR_ENV)
             + "), so that both sides' steps pay the same page faults"
-        ],
+        ]
+        if all(k in env for k in MALLOC_ALLOCATOR_ENV)
+        else [f"lockstep side: glibc malloc as it is ({MALLOC_OPT_OUT}=default)"],
         side=m.PairSide(pair_id=pair_id, side=side.name, chunk_steps=chunk_steps, tree=str(side.tree)),
     )
     spec_path = side.run_dir / "side.json"
@@ -214,7 +218,8 @@ def _start(
 def side_environment(tree: Path, trees: Sequence[Path]) -> dict[str, str]:
     """The side's environment (environment.py: no tokens, its tree first on the import path, no path inside
     either tree after it; `python -m` also puts the working directory, the tree, first), malloc tuned."""
-    return {**MALLOC_ALLOCATOR_ENV, **child_environment(tree, trees)}
+    env = child_environment(tree, trees)
+    return env if env.get(MALLOC_OPT_OUT) == "default" else {**MALLOC_ALLOCATOR_ENV, **env}
 
 
 def _take_turns(sides: list[_Side], rounds: list[Round], rng: random.Random, deadline: float) -> None:
