@@ -7,12 +7,11 @@
 
 Only one side computes at a time, and the waiting lies outside every measured step, so whatever drifts on the
 machine (load, clocks, thermals) hits both sides alike within a round; compare/paired.py judges round by round.
-Both sides are pinned to the same CPUs: left to the scheduler, each process keeps to the core it woke on, and on
-a shared machine one core is busier than the other. And both sides keep the memory they free (glibc malloc
-tuned through MALLOC_ALLOCATOR_ENV): by default glibc hands large freed blocks back to the kernel and maps them
-again at the next batch, so every step pays page faults whose cost depends on the process's allocation history
-— measured on a shared 2-core VM, identical sides then differed by -10 % to +34 % for their whole length;
-with the tuning, by under 1 % (docs/benchmarks.md, "Lockstep A/B").
+Both sides keep the memory they free (glibc malloc tuned through MALLOC_ALLOCATOR_ENV): by default glibc hands
+large freed blocks back to the kernel and maps them again at the next batch, so every step pays page faults
+whose cost depends on the process's allocation history — measured on a shared 2-core VM, identical sides then
+differed by a process-level spread of 3.5 %; with the tuning, 0.9 % (docs/benchmarks.md, "Lockstep A/B"). Both
+sides are also pinned to the same CPUs: only one computes at a time, so it costs nothing.
 Both sides write their own complete metrics.json whatever happens. This module starts processes and passes
 turns; it imports no torch.
 """
