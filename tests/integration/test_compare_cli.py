@@ -141,7 +141,7 @@ BAD_BASELINES = Path(__file__).parents[1] / "fixtures" / "baselines"
     ("fixture", "expected"),
     [
         ("corrupt.json", "is not valid JSON"),
-        ("wrong_version.json", "has schema_version 2"),
+        ("wrong_version.json", "has schema_version 3"),
         ("not_object.json", "expected a JSON object"),
         ("other_config.json", "is from config 'dpo-smoke'"),
         ("legacy_bad.json", "perf.step_time"),

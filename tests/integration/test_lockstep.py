@@ -7,6 +7,7 @@ the config inside each tree, and runs `canary pair` as a user does.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -161,9 +162,8 @@ def test_a_cancelled_pair_writes_both_sides_and_its_record(tmp_path: Path) -> No
                "-o", str(tmp_path / "out"), "--set", "max_steps=400"]  # fmt: skip
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as pair:
         deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            found = list((tmp_path / "out").glob("*/head/side.json"))
-            if found and "step" in (pair.stderr.readline() if pair.stderr else ""):
+        while time.monotonic() < deadline and pair.stderr is not None:
+            if re.search(r"step +[1-9]\d*/400", pair.stderr.readline()):  # both sides are training
                 break
         pair.send_signal(signal.SIGTERM)
         pair.communicate(timeout=300)
@@ -173,8 +173,7 @@ def test_a_cancelled_pair_writes_both_sides_and_its_record(tmp_path: Path) -> No
     for side in ("base", "head"):
         metrics = read_metrics(written / side / "metrics.json")
         assert metrics.status.state in ("failed", "stopped_early"), metrics.status
-        assert metrics.summary is not None
-        assert metrics.summary.num_steps < 400
+        assert len(metrics.series.get("step", [])) < 400  # a side may not have had its first turn yet
 
 
 def test_a_factory_only_the_head_tree_has_runs_in_the_head_side_and_is_invisible_to_the_base(tmp_path: Path) -> None:
@@ -188,9 +187,11 @@ def test_a_factory_only_the_head_tree_has_runs_in_the_head_side_and_is_invisible
     assert done.returncode in (0, 1), done.stderr[-3000:]
     assert (head / "factory-ran-here").read_text(encoding="utf-8") == str(head.resolve())
     assert not (base / "factory-ran-here").exists()
-    # The base tree's config naming the head's module: the base side cannot import it, and says so.
+    # The base tree's config naming the head's module: the base side cannot import it, and says so; a base that
+    # cannot run is no fault of the pull request, so the verdict is neutral (no baseline), not a failure.
     shutil.copy(head / CONFIG, base / CONFIG)
-    refused = canary_pair(base, head, tmp_path / "again", "--set", "max_steps=12")
-    assert refused.returncode == 2, refused.stderr[-3000:]
-    assert "the base side" in refused.stderr
-    assert "team_factory" in refused.stderr
+    refused = canary_pair(base, head, tmp_path / "again", "--set", "max_steps=12", "--threshold-tier", "smoke")
+    assert refused.returncode == 0, refused.stderr[-3000:]
+    result = json.loads(refused.stdout)
+    assert result["verdict"] == "neutral"
+    assert any("the base side" in n and "team_factory" in n for n in result["notes"]), result["notes"]

@@ -17,6 +17,7 @@ Exit status: 0 trained (completed or stopped early), 2 refused config, 3 crashed
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -84,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, nargs=2, required=True, metavar=("READ_FD", "WRITE_FD"))
     args = parser.parse_args(argv)
     spec = SideSpec.model_validate_json(args.spec.read_text(encoding="utf-8"))
-    signal.signal(signal.SIGTERM, _terminated)
+    # A SIGTERM during the imports below is held until the run exists, so that it is recorded and written.
+    early: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _: early.append(signum))
 
     from canary_action.train.run import CanaryRun, quiet_library_progress_bars
     from canary_action.train.stages import reset_stage
@@ -97,12 +100,18 @@ def main(argv: list[str] | None = None) -> int:
         reset_stage()
         quiet_library_progress_bars()
         code = 0
+        signal.signal(signal.SIGTERM, _terminated)
         try:
+            if early:
+                _terminated(early[0], None)
             run.execute()
         except BaseException as error:  # recorded, then the exit status tells the coordinator how it ended
             run.fail(error)
             code = 2 if isinstance(error, ConfigError) else 3
-        outgoing.close()  # the coordinator may hand the turn on while this side writes its file
+        # The coordinator may hand the turn on while this side writes its file. A coordinator that is gone left a
+        # "wait" line unsent in the buffer: closing would raise for it, and the measurements must still be written.
+        with contextlib.suppress(BrokenPipeError):
+            outgoing.close()
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a late SIGTERM must not cut the file short
         run.finish(spec.run_id, spec.started, pair=spec.side)
     return code
