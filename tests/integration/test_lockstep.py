@@ -176,6 +176,23 @@ def test_a_cancelled_pair_writes_both_sides_and_its_record(tmp_path: Path) -> No
         assert len(metrics.series.get("step", [])) < 400  # a side may not have had its first turn yet
 
 
+def test_each_side_installs_its_own_requirements_and_a_bump_is_named(tmp_path: Path) -> None:
+    """--setup runs in each tree into its own environment: the head's newer package is in its fingerprint, and
+    the comparison lists the move among the environment changes."""
+    from tests.unit.test_child_environment import wheel
+
+    sft = SFT.read_text(encoding="utf-8")
+    base, head = tree(tmp_path, "base", sft), tree(tmp_path, "head", sft)
+    wheel(base, "1.0")
+    wheel(head, "2.0")
+    done = canary_pair(base, head, tmp_path / "out", "--setup", "pip install -q --no-index ./fakepkg-*.whl")
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert {"field": "setup:fakepkg", "baseline": "1.0", "current": "2.0"} in result["env_changes"]
+    written = pair_dir(tmp_path / "out")
+    assert read_metrics(written / "head" / "metrics.json").env.setup_packages == {"fakepkg": "2.0"}
+
+
 def test_a_factory_only_the_head_tree_has_runs_in_the_head_side_and_is_invisible_to_the_base(tmp_path: Path) -> None:
     custom = (REPO / "configs" / "tiny" / "custom.yaml").read_text(encoding="utf-8")
     head_config = custom.replace(
