@@ -16,10 +16,21 @@ class RunOutcome:
     metrics_path: Path
 
 
-def new_run_dir(config: CommonConfig, output_dir: Path | None) -> tuple[str, Path, datetime]:
-    """run_id (config name + start time), its directory under output_dir (created), and the start time."""
+def new_run_dir(config: CommonConfig, output_dir: Path | None, kind: str = "") -> tuple[str, Path, datetime]:
+    """run_id (config name, `kind`, start time), its directory under output_dir (created), and the start time.
+
+    Never an existing directory: two runs started in the same second get `-2`, `-3`... (one would otherwise
+    replace the other's files).
+    """
     started = datetime.now(UTC)
-    run_id = f"{config.name}-{started:%Y%m%dT%H%M%SZ}"
-    run_dir = (output_dir or Path(config.output_dir)) / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_id, run_dir, started
+    stem = f"{config.name}{'-' + kind if kind else ''}-{started:%Y%m%dT%H%M%SZ}"
+    parent = output_dir or Path(config.output_dir)
+    parent.mkdir(parents=True, exist_ok=True)
+    for number in range(1, 10_000):
+        run_id = stem if number == 1 else f"{stem}-{number}"
+        try:
+            (parent / run_id).mkdir()
+        except FileExistsError:
+            continue
+        return run_id, parent / run_id, started
+    raise FileExistsError(f"{parent}: 9999 runs named {stem} already")

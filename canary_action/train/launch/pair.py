@@ -37,6 +37,7 @@ from canary_action.errors import CanaryError, ConfigError, TrainingError, UsageE
 from canary_action.metrics import schema as m
 from canary_action.metrics.pair import PairRecord, Round, Side, SideEnd
 from canary_action.train.launch.environment import child_environment, prepare_setup
+from canary_action.train.launch.outcome import new_run_dir
 from canary_action.train.launch.pair_side import SideSpec
 
 SIDES: Final[tuple[Side, Side]] = ("base", "head")
@@ -101,9 +102,7 @@ def run_pair(
         raise UsageError(f"--chunk-steps must be at least 1, got {chunk_steps}", fix="pass 1 or more")
     trees = (base_tree, head_tree)
     sides = [_load_side(name, tree, config_path, overrides) for name, tree in zip(SIDES, trees, strict=True)]
-    started = datetime.now(UTC)
-    pair_id = f"{sides[1].loaded.config.name}-pair-{started:%Y%m%dT%H%M%SZ}"
-    pair_dir = (output_dir or Path(sides[1].loaded.config.output_dir)) / pair_id
+    pair_id, pair_dir, started = new_run_dir(sides[1].loaded.config, output_dir, kind="pair")
     for side in sides:
         side.run_dir = pair_dir / side.name
         side.run_dir.mkdir(parents=True, exist_ok=True)
