@@ -448,3 +448,30 @@ def test_lint_fails_on_a_schema_error(tmp_path: Path) -> None:
     done = lint(broken)
     assert done.returncode != 0
     assert "Schema validation errors" in done.stdout + done.stderr, done.stdout + done.stderr
+
+
+def _resolve_script() -> str:
+    workflow = yaml.safe_load((EXAMPLES / "rerun.yml").read_text(encoding="utf-8"))
+    steps = [s for job in workflow["jobs"].values() for s in job.get("steps", [])]
+    return next(s["run"] for s in steps if s.get("id") == "resolve")
+
+
+@pytest.mark.parametrize("baseline", ["123\nhead-sha=0000000000000000000000000000000000000000", "12a", "../1"])
+def test_rerun_refuses_a_baseline_run_id_that_is_not_a_number(baseline: str, tmp_path: Path) -> None:
+    """Issue 14, item 14: free text in GITHUB_OUTPUT could forge `head-sha` with a newline."""
+    fake_gh = tmp_path / "bin" / "gh"
+    fake_gh.parent.mkdir()
+    fake_gh.write_text("#!/bin/sh\nprintf '%s\\t%s\\n' " + "a" * 40 + " owner/repo\n", encoding="utf-8")
+    fake_gh.chmod(0o755)
+    output = tmp_path / "output"
+    env = {"PATH": f"{fake_gh.parent}:/usr/bin:/bin", "GH_REPO": "o/r", "DEFAULT_BRANCH": "main", "PR_NUMBER": "2",
+           "REVIEWED_SHA": "", "BASELINE_RUN_ID": baseline, "CANARY_WORKFLOW": "pr-canary.yml",
+           "GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary")}  # fmt: skip
+    done = subprocess.run(["bash", "-e", "-c", _resolve_script()], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    assert "baseline-run-id is not a run number" in done.stdout
+    assert not output.exists() or "head-sha" not in output.read_text(encoding="utf-8")
+    env["BASELINE_RUN_ID"] = "123"
+    ok = subprocess.run(["bash", "-e", "-c", _resolve_script()], env=env, capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert output.read_text(encoding="utf-8").splitlines()[:2] == [f"head-sha={'a' * 40}", "baseline-run-id=123"]
