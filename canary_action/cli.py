@@ -231,8 +231,9 @@ def pair_command(  # click passes options as keywords
 
     CONFIG is a path inside each tree (a PR may change it). Each side runs with its own tree first on the import
     path and as its working directory. Writes DIR/<pair_id>/{base,head}/metrics.json, pair.json, result.json
-    and report.md. Exit codes as `canary compare`; 2 when a side refused its config, 3 when a side crashed
-    (after both sides' measurements are written and judged).
+    and report.md. Exit codes as `canary compare`; 2 when the head side refused its config, 3 when it crashed or
+    the pair hung (after both sides' measurements are written and judged). A base side that cannot run is no
+    fault of the pull request: the verdict is neutral and the notes say how it failed.
     """
     from canary_action.compare.command import run_compare
     from canary_action.train.launch.pair import run_pair
