@@ -39,10 +39,12 @@ class ActionInputs(BaseModel):
     thresholds: str | None = Field(
         None, description="Path of a thresholds YAML file (base_tier plus overrides); empty for none."
     )
-    mode: Literal["auto", "run", "report"] = Field(
+    mode: Literal["auto", "run", "measure", "report"] = Field(
         "auto",
-        description="run: train, compare and publish; report: publish results another job uploaded "
-        "(workflow_run); auto: report on workflow_run events, run otherwise.",
+        description="measure: train and write the results for upload, using no token (the job that runs pull "
+        "request code); report: compare a measured run's uploaded results and publish them (a separate job with "
+        "the write token); run: train, compare and publish in one job (trusted code only); auto: report on "
+        "workflow_run events, run otherwise.",
     )
     github_token: SecretStr | None = Field(
         None,
@@ -71,6 +73,18 @@ class ActionInputs(BaseModel):
     )
     baseline_run_id: int | None = Field(
         None, ge=1, description="Use this workflow run's artifact as the only baseline; empty: search."
+    )
+    measured_run_id: int | None = Field(
+        None,
+        ge=1,
+        description="report: the workflow run whose artifact holds the measurement (github.run_id for a "
+        "measure job of the same run); empty: the run of the workflow_run event.",
+    )
+    head_sha: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{40}$",
+        description="The commit that was measured, as the trusted side chose it: results are published on it and "
+        "refused when the pull request's head has moved on; empty: the event's head commit.",
     )
     pr_number: int | None = Field(
         None, ge=1, description="The pull request to report on, for workflow_dispatch and workflow_run events."
