@@ -65,6 +65,12 @@ class ResultFileError(MetricsFileError):
     title = "unreadable compare result"
 
 
+class ArtifactError(MetricsFileError):
+    """A measured run's artifact (made by pull request code: untrusted data) was refused in report mode."""
+
+    title = "artifact refused"
+
+
 class BaselineError(MetricsFileError):
     """The baseline cannot be used: missing, corrupt, of another schema version or another config."""
 

@@ -37,6 +37,8 @@ OPERATIONS = (
     ("patch", "/repos/{owner}/{repo}/issues/comments/{comment_id}"),
     ("get", "/repos/{owner}/{repo}/pulls"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}"),
+    ("get", "/repos/{owner}/{repo}/commits/{commit_sha}/pulls"),
+    ("get", "/user"),
 )
 
 

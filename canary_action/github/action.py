@@ -1,21 +1,27 @@
-"""What one step of `uses: rlhf-canary/rlhf-canary@v1` does, for each event.
+"""What one step of `uses: rlhf-canary/rlhf-canary@v1` does, for each mode.
 
-mode run (every event but workflow_run, under mode auto):
-  1. read the config; on a pull request (or workflow_dispatch with pr-number) start the check run on the
-     PR's head commit, so the PR shows the canary running;
-  2. train (train/run.py), writing metrics.json — also when the run crashes;
+Pull request code (the config, factories, reward functions, setup commands) never shares a job with a write
+token: a **measure** job on the GPU runner trains it with no token at all, and a **report** job (report_mode.py,
+a GitHub-hosted runner, no checkout of the pull request) compares and publishes (docs/action.md, "Trust").
+
+mode measure (the job that runs pull request code):
+  1. read the config; 2. train (train/run.py in a child process over the checkout: a child without the
+  runner's variables, see training.py), writing metrics.json — also when the run crashes or is killed; 3. write
+  the job summary and the outputs for the upload step. No token is read, no request is made.
+
+mode run (trusted code only, e.g. the nightly on the default branch; every event but workflow_run under auto):
+  1. read the config; on a pull request (or workflow_dispatch with pr-number) start a new check run on the
+     commit that was checked out, so the PR shows the canary running;
+  2. train, as in measure;
   3. fetch the baselines (baseline_fetch.py) and compare; no baseline is a neutral verdict showing the
      workflow snippet that makes one;
   4. write result.json, report.md, the job summary and the step outputs — before anything is published,
      so a GitHub outage loses nothing measured;
-  5. publish: complete the check run, write the sticky comment. A push, a schedule or a dispatch without
-     pr-number only measures (the upload step after the action makes the artifact the next PRs' baseline).
-  On a pull request from a fork the token is read-only: steps 1 and 5 are skipped with a notice, and a
-  workflow_run job in report mode publishes instead.
+  5. publish on the measured commit, and only while it is still the pull request's head: complete the check
+     run, write the sticky comment. A push, a schedule or a dispatch without pr-number only measures.
+  On a pull request from a fork the token is read-only: steps 1 and 5 are skipped with a notice.
 
-mode report (workflow_run): download the finished run's `rlhf-canary-*` artifacts — untrusted, since the
-pull request's code produced them — validate each result.json, and publish it on the pull request whose
-head commit is the run's, verified through the API (a fork's run names no pull request).
+mode report: report_mode.py.
 
 Exit codes (cli.py): 0 pass or neutral, 1 regression (0 with fail-on: never), 2 bad input, 3 a crash or
 GitHub failing. A missing permission (403/404 on publishing) is a warning that names it, not a failure.
@@ -38,13 +44,13 @@ from typing import TYPE_CHECKING, Final, TextIO
 
 from canary_action.compare.result import CompareResult, Verdict
 from canary_action.errors import CanaryError, GitHubError, TrainingError, UsageError
-from canary_action.github.baseline_fetch import FetchedBaselines, RunArtifacts, fetch_baselines
+from canary_action.github.baseline_fetch import FetchedBaselines, fetch_baselines
 from canary_action.github.client import GitHubClient
 from canary_action.github.commands import Log, append_summary, write_outputs
 from canary_action.github.context import PR_EVENTS, EventContext, event_context
 from canary_action.github.inputs import ActionInputs, RunnerEnv, read_inputs, read_runner
 from canary_action.github.publish import Annotation, Published, Publisher, check_name, conclusion_of
-from canary_action.github.training import ChildTrainer, LockstepTrainer, lockstep_base
+from canary_action.github.training import ChildTrainer, LockstepTrainer, lockstep_base, measured_commit
 from canary_action.report.escape import one_line, slug
 from canary_action.report.view import Links
 
@@ -56,7 +62,6 @@ UPLOAD_ARTIFACT: Final = "actions/upload-artifact@b7c566a772e6b6bfb58ed0dc250532
 ARTIFACT_PREFIX: Final = "rlhf-canary-"
 RESULT_FILE: Final = "result.json"
 REPORT_FILE: Final = "report.md"
-_SEVERITY: Final[dict[Verdict, int]] = {"pass": 0, "neutral": 1, "regression": 2, "crashed": 3}
 _SAFE_PATH: Final = re.compile(r"[A-Za-z0-9._/-]+")
 
 #: Trains one canary and returns its metrics.json; raises TrainingError (with metrics_path when written).
@@ -140,13 +145,19 @@ class Step:
         target: Target,
         check: Published | None,
         annotations: list[Annotation],
+        *,
+        config_name: str | None = None,
     ) -> None:
+        """Complete the check run (a new one unless `check` is this run's) on the target commit, then the comment.
+        `config_name` names the check and the sticky comment: the trusted side's config's name (default: the
+        measured config's, for a run that measured trusted code)."""
         from canary_action.report.render import check_output, render
         from canary_action.report.view import sticky_marker
 
         publisher = self.publisher()
+        config_name = config_name or result.current.config_name
         try:
-            check = check or publisher.start_check(check_name(result.current.config_name), target.head_sha, None)
+            check = check or publisher.start_check(check_name(config_name), target.head_sha, self.run_url())
             done = publisher.finish_check(
                 check, conclusion_of(result.verdict, self.inputs.fail_on), check_output(result, links), annotations
             )
@@ -154,13 +165,42 @@ class Step:
         except GitHubError as e:
             self.degrade(e, "complete the check run")
         try:
-            marker = sticky_marker(result.current.config_name)
+            marker = sticky_marker(config_name)
             body = render(result, "comment", links)
             comment = publisher.upsert_comment(target.pr_number, marker, body, result.verdict, self.inputs.comment)
             if comment is not None:
                 self.outputs["comment-url"] = comment.url or ""
         except GitHubError as e:
             self.degrade(e, "write the PR comment")
+
+    def clear_output_dir(self) -> None:
+        """Start from an empty output-dir: a self-hosted runner keeps its workspace, and an earlier run's files
+        would otherwise travel in this run's artifact (and become a second baseline)."""
+        out_dir, workspace = self.out_dir, self.runner.workspace
+        if not out_dir.is_dir() or not any(out_dir.iterdir()):
+            return
+        resolved = out_dir.resolve()
+        if resolved == workspace.resolve() or workspace.resolve() not in resolved.parents:
+            raise UsageError(
+                f"output-dir {out_dir} is not empty and is not a folder inside the workspace",
+                fix="set output-dir to a folder of its own under the workspace (the default: canary-output)",
+            )
+        self.log.line(f"clearing {out_dir} (files of an earlier run)")
+        shutil.rmtree(out_dir)
+
+    def still_head(self, target: Target) -> bool:
+        """Whether the pull request's head is still the measured commit; a notice when it moved on."""
+        pull = self.client.request("GET", f"/repos/{self.runner.repository}/pulls/{target.pr_number}").body
+        current = str((pull.get("head") or {}).get("sha"))
+        if current == target.head_sha:
+            return True
+        self.log.annotate(
+            "notice",
+            f"measured {target.head_sha[:12]}, but pull request #{target.pr_number} is now at {current[:12]}: "
+            "the results are not published on it (the newer commit's run reports)",
+            title="rlhf-canary: the pull request moved on",
+        )
+        return False
 
     def exit_code(self, verdict: Verdict | None) -> int:
         for problem in self.problems:
@@ -199,8 +239,17 @@ def main(
         step = Step(inputs, runner, event_context(runner, inputs), client, log)
         mode = inputs.mode if inputs.mode != "auto" else ("report" if runner.event_name == "workflow_run" else "run")
         if mode == "report":
+            from canary_action.github.report_mode import report_mode
+
             return report_mode(step)
-        return run_mode(step, trainer or ChildTrainer(runner.workspace, inputs.setup))
+        if mode == "measure" and token:
+            log.annotate(
+                "warning",
+                "mode measure does not use github-token, and the job that runs pull request code should not hold "
+                'one: pass `github-token: ""` (docs/examples/pr-canary.yml)',
+                title="rlhf-canary: a token in the measure job",
+            )
+        return run_mode(step, trainer or ChildTrainer(runner.workspace, inputs.setup), publish=mode == "run")
     except CanaryError as error:
         log.annotate("error", error.render(), title=error.title)
         return exit_code(error)
@@ -222,26 +271,36 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def run_mode(step: Step, trainer: Trainer) -> int:
-    from canary_action.compare.command import run_compare
+def read_config(step: Step) -> LoadedConfig:
     from canary_action.config.load import load_config
     from canary_action.errors import ConfigError
 
-    inputs, ctx, log = step.inputs, step.ctx, step.log
-    config_path = step.runner.workspace / inputs.config
     try:
-        loaded = load_config(config_path)
+        loaded = load_config(step.runner.workspace / step.inputs.config)
     except ConfigError as e:
-        log.annotate("error", e.render(), title=e.title, file=inputs.config)
+        step.log.annotate("error", e.render(), title=e.title, file=step.inputs.config)
         raise
     for notice in loaded.notices:
-        log.annotate("notice", notice, title="rlhf-canary config")
+        step.log.annotate("notice", notice, title="rlhf-canary config")
+    return loaded
+
+
+def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
+    """mode run (publish=True) and mode measure (publish=False: no token, no request, no comparison)."""
+    from canary_action.compare.command import run_compare
+
+    inputs, ctx, log = step.inputs, step.ctx, step.log
+    loaded = read_config(step)
     name = loaded.config.name
     artifact = inputs.baseline_artifact or default_artifact(name)
     step.outputs["artifact-name"] = artifact
     write_outputs(step.runner.output_path, {"artifact-name": artifact})  # for the upload step, even on a crash
-    _clear(step.out_dir, step.runner.workspace, log)
-    target = _run_target(step)
+    step.clear_output_dir()
+    try:
+        target = _run_target(step) if publish else None
+    except GitHubError as e:
+        step.degrade(e, "read the pull request")
+        target = None
     check = None
     if target is not None:
         try:
@@ -253,11 +312,13 @@ def run_mode(step: Step, trainer: Trainer) -> int:
 
     base_sha, notes = _lockstep_base(step)
     measured, crash = _measure(step, loaded, trainer, base_sha=base_sha, check=check, notes=notes)
+    if not publish:
+        return _measured_only(step, measured, crash)
 
     if base_sha is not None and inputs.baseline == "lockstep":
         fetched = FetchedBaselines()
     else:
-        fetched = _baselines(step, artifact, Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-")))
+        fetched = fetch_for(step, artifact, Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-")))
     threshold_file = step.runner.workspace / inputs.thresholds if inputs.thresholds else None
     result = run_compare(
         measured,
@@ -278,12 +339,50 @@ def run_mode(step: Step, trainer: Trainer) -> int:
     step.write_result(result, links)
     log.line(f"rlhf-canary {result.verdict}: {one_line(result.reason, 500)}")
     log.line(f"results in {step.relative(step.out_dir)}/ (upload them with actions/upload-artifact as {artifact})")
+    if target is not None and check is not None and not _still_head_or_superseded(step, target, check):
+        target = None
     if target is not None:
         annotations = _annotations(result, inputs.config, loaded.source_text)
         step.publish(result, links, target, check, annotations)
     if crash is not None:
         log.annotate("error", crash.render(), title=crash.title)
     return step.exit_code(result.verdict)
+
+
+def _measured_only(step: Step, measured: Path, crash: CanaryError | None) -> int:
+    """mode measure's end: where the measurement is, for the upload step and the publish job."""
+    where = step.relative(measured)
+    lines = [
+        "### rlhf-canary: measured",
+        "",
+        f"The measurement is in `{where}`; the publish job compares it with the baselines and reports on the pull "
+        "request (this job holds no token).",
+    ]
+    if crash is not None:
+        lines += ["", f"The run failed: {crash.message}", "", f"fix: {crash.fix}"]
+    append_summary(step.runner.summary_path, "\n".join(lines) + "\n")
+    step.log.line(f"measured: {where} (upload {step.relative(step.out_dir)}/ as {step.outputs['artifact-name']})")
+    if crash is not None:
+        step.log.annotate("error", crash.render(), title=crash.title)
+        return 3
+    return 0
+
+
+def _still_head_or_superseded(step: Step, target: Target, check: Published) -> bool:
+    """After training: whether to publish. When the pull request moved on meanwhile, the check run this run
+    started (on the measured commit) is completed as neutral, saying so, and nothing else is written."""
+    try:
+        if step.still_head(target):
+            return True
+        output = {
+            "title": "rlhf-canary: superseded",
+            "summary": "The pull request moved on while this commit was measured: its results are in the workflow "
+            "run's artifact and job summary, and the newer commit's run reports on the pull request.",
+        }
+        step.publisher().finish_check(check, "neutral", output)
+    except GitHubError as e:
+        step.degrade(e, "check the pull request's head")
+    return False
 
 
 def _measure(
@@ -333,75 +432,6 @@ def _lockstep_base(step: Step) -> tuple[str | None, list[str]]:
     return lockstep_base(step.runner.workspace, step.ctx.base_sha, step.ctx.head_sha), []
 
 
-def report_mode(step: Step) -> int:
-    from canary_action.errors import MetricsFileError
-    from canary_action.report.load import read_result
-
-    ctx, log = step.ctx, step.log
-    if ctx.event != "workflow_run" or ctx.triggering_run_id is None:
-        raise UsageError(
-            f"mode report publishes a finished canary run's results: it runs on workflow_run events, not {ctx.event}",
-            fix="trigger the reporting workflow with `on: workflow_run` (docs/examples/fork-safe-report.yml), "
-            "or use mode run",
-        )
-    if ctx.triggering_event not in PR_EVENTS:
-        log.line(f"the canary run was started by {ctx.triggering_event}, not a pull request: nothing to publish")
-        return 0
-    target = _verified_pull(step)
-    if target is None:
-        return 0
-    _clear(step.out_dir, step.runner.workspace, log)
-    runs = RunArtifacts(step.client, step.runner.repository)
-    listed = step.client.paginate(
-        f"/repos/{step.runner.repository}/actions/runs/{ctx.triggering_run_id}/artifacts", "artifacts"
-    )
-    wanted = step.inputs.baseline_artifact
-    listed_names = {str(a.get("name")) for a in listed if isinstance(a, dict)}
-    names = sorted(n for n in listed_names if (n == wanted if wanted else n.startswith(ARTIFACT_PREFIX)))
-    if not names:
-        raise UsageError(
-            f"run {ctx.triggering_run_id} uploaded no {wanted or ARTIFACT_PREFIX + '*'} artifact",
-            fix="the canary job needs an actions/upload-artifact step with `if: ${{ !cancelled() }}` and "
-            "`name: ${{ steps.canary.outputs.artifact-name }}` (docs/examples/fork-safe-run.yml)",
-        )
-    worst: Verdict | None = None
-    refused: list[CanaryError] = []
-    run = {"id": ctx.triggering_run_id, "html_url": ctx.triggering_run_url}
-    for name in names:
-        notes: list[str] = []
-        found = runs.find(run, name, notes)
-        if found is None:  # expired or oversized: nothing of it was read
-            refused.append(UsageError("; ".join(notes), fix="rerun the canary workflow"))
-            log.annotate("error", "; ".join(notes), title=f"rlhf-canary refused artifact {name}")
-            continue
-        dest = step.out_dir / "reported" / slug(name)
-        try:
-            files = runs.unpack(found, dest)
-            results = [p for p in files if p.name == RESULT_FILE]
-            if len(results) != 1:
-                raise MetricsFileError(
-                    f"artifact {name} holds {len(results)} {RESULT_FILE} files, not one",
-                    fix="upload the canary's output-dir as the artifact, one artifact per config",
-                )
-            result = read_result(results[0])
-        except MetricsFileError as e:
-            log.annotate("error", e.render(), title=f"rlhf-canary refused artifact {name}")
-            refused.append(e)
-            continue
-        links = Links(
-            workflow_run=ctx.triggering_run_url,
-            artifacts=ctx.triggering_run_url and ctx.triggering_run_url + "#artifacts",
-            artifact_name=name,
-        )
-        step.write_result(result, links, prefix=f"{slug(name)}-")
-        log.untrusted(f"{name}: {result.verdict}: {result.reason}")
-        step.publish(result, links, target, None, [])
-        worst = result.verdict if worst is None or _SEVERITY[result.verdict] > _SEVERITY[worst] else worst
-    step.outputs["verdict"] = worst or ""
-    code = step.exit_code(worst)
-    return code or (2 if refused else 0)
-
-
 def baseline_snippet(ctx: EventContext, config: str, artifact: str, output_dir: str) -> str | None:
     """The workflow that creates this canary's baseline: the same file, run on the default branch, its
     results uploaded under the artifact name the next pull requests look for."""
@@ -434,56 +464,51 @@ def baseline_snippet(ctx: EventContext, config: str, artifact: str, output_dir: 
 
 
 def _run_target(step: Step) -> Target | None:
-    ctx, log = step.ctx, step.log
+    """The pull request to publish on, and the commit that is measured: the checkout's (GitHub's merge commit
+    stands for the pull request's head, its second parent), never whatever the head is at publish time. None
+    (said) when nothing may be published: a fork's read-only token, no pull request, or a head that moved on."""
+    ctx, log, inputs = step.ctx, step.log, step.inputs
     if ctx.is_fork:
         log.annotate(
             "notice",
             "pull request from a fork: the token is read-only, so this job measures and writes its results for "
-            "upload; a workflow_run job in mode report publishes them (docs/examples/fork-safe-report.yml)",
+            "upload; a publish job in mode report reports them (docs/examples/pr-canary.yml)",
             title="rlhf-canary: fork pull request",
         )
         return None
-    if ctx.event in PR_EVENTS and ctx.pr_number and ctx.head_sha:
-        return Target(ctx.pr_number, ctx.head_sha)
     if ctx.pr_number is None:
         return None
-    pull = step.client.request("GET", f"/repos/{step.runner.repository}/pulls/{ctx.pr_number}").body
-    return Target(ctx.pr_number, str(pull["head"]["sha"]))
-
-
-def _verified_pull(step: Step) -> Target | None:
-    """The open pull request whose head is the reported run's commit, checked through the API."""
-    ctx, repo = step.ctx, step.runner.repository
-    if ctx.head_sha is None:
-        raise UsageError("the workflow_run payload names no head commit", fix="GITHUB_EVENT_PATH must be the runner's")
-    candidates = [n for n in (ctx.pr_number,) if n]
-    if not candidates and ctx.head_owner and ctx.head_branch:
-        pulls = step.client.paginate(
-            f"/repos/{repo}/pulls", "", params={"state": "open", "head": f"{ctx.head_owner}:{ctx.head_branch}"}
+    checked_out = measured_commit(step.runner.workspace, merge_sha=step.runner.sha if ctx.event in PR_EVENTS else None)
+    if inputs.head_sha and checked_out and inputs.head_sha != checked_out:
+        raise UsageError(
+            f"head-sha is {inputs.head_sha} but the workspace has {checked_out} checked out",
+            fix="check out the commit you pass as head-sha (actions/checkout with `ref: <that sha>`)",
         )
-        candidates = [int(p["number"]) for p in pulls if isinstance(p, dict)]
-    for number in candidates:
-        pull = step.client.request("GET", f"/repos/{repo}/pulls/{number}").body
-        if pull.get("head", {}).get("sha") == ctx.head_sha:
-            return Target(number, ctx.head_sha)
-    step.log.line(
-        f"no open pull request has head commit {ctx.head_sha} (pushed to since?): nothing to publish; "
-        "the newer run will report"
-    )
-    return None
+    sha = inputs.head_sha or checked_out or (ctx.head_sha if ctx.event in PR_EVENTS else None)
+    if sha is None:
+        log.annotate(
+            "warning",
+            f"the measured commit is unknown (no git checkout in the workspace, no head-sha): nothing is published "
+            f"on pull request #{ctx.pr_number}",
+            title="rlhf-canary: not published",
+        )
+        return None
+    target = Target(ctx.pr_number, sha)
+    return target if step.still_head(target) else None
 
 
-def _baselines(step: Step, artifact: str, dest: Path) -> FetchedBaselines:
+def fetch_for(step: Step, artifact: str, dest: Path, *, workflow_file: str | None = None) -> FetchedBaselines:
+    """The baselines of `artifact`: default-branch runs of `workflow_file` (default: the running workflow's)."""
     ctx, inputs = step.ctx, step.inputs
     branch = inputs.baseline_branch or ctx.default_branch
-    if branch is None:
-        repo = step.client.request("GET", f"/repos/{step.runner.repository}").body
-        branch = str(repo["default_branch"])
     try:
+        if branch is None:
+            repo = step.client.request("GET", f"/repos/{step.runner.repository}").body
+            branch = str(repo["default_branch"])
         return fetch_baselines(
             step.client,
             repository=step.runner.repository,
-            workflow_file=ctx.workflow_file,
+            workflow_file=workflow_file or ctx.workflow_file,
             branch=branch,
             artifact=artifact,
             wanted=inputs.baseline_runs,
@@ -510,21 +535,6 @@ def _annotations(result: CompareResult, config: str, source: str) -> list[Annota
         for c in result.checks
         if c.status in ("fail", "warn")
     ]
-
-
-def _clear(out_dir: Path, workspace: Path, log: Log) -> None:
-    """Start from an empty output-dir: a self-hosted runner keeps its workspace, and an earlier run's files
-    would otherwise travel in this run's artifact (and become a second baseline)."""
-    if not out_dir.is_dir() or not any(out_dir.iterdir()):
-        return
-    resolved = out_dir.resolve()
-    if resolved == workspace.resolve() or workspace.resolve() not in resolved.parents:
-        raise UsageError(
-            f"output-dir {out_dir} is not empty and is not a folder inside the workspace",
-            fix="set output-dir to a folder of its own under the workspace (the default: canary-output)",
-        )
-    log.line(f"clearing {out_dir} (files of an earlier run)")
-    shutil.rmtree(out_dir)
 
 
 def _hand_back(out_dir: Path, workspace: Path) -> None:

@@ -80,6 +80,11 @@ class ActionInputs(BaseModel):
         description="report: the workflow run whose artifact holds the measurement (github.run_id for a "
         "measure job of the same run); empty: the run of the workflow_run event.",
     )
+    measured_workflow: str | None = Field(
+        None,
+        description="report on a workflow_run: the workflow file whose runs may be reported (e.g. pr-canary.yml); a "
+        "run of any other file is refused, since a pull request can add a workflow of any name.",
+    )
     head_sha: str | None = Field(
         None,
         pattern=r"^[0-9a-f]{40}$",

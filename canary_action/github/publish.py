@@ -1,12 +1,14 @@
 """Publishing to a pull request: the check run on its head commit and the one sticky comment per config.
 
-Check run: one per config and head SHA, named `rlhf-canary (<config>)`. A rerun finds it by name on the
-same commit and resets it to in_progress instead of adding a second. GitHub takes at most 50 annotations
-per request and appends those of later updates, so more are sent in batches.
+Check run: a new one per action run, named `rlhf-canary (<config>)`, on the measured commit. GitHub shows the
+newest run of a name on a commit, and it does not let a completed check run go back to in_progress (a rerun
+that PATCHed its earlier run would fail or lie), so an earlier run's check is never touched. GitHub takes at
+most 50 annotations per request and appends those of later updates, so more are sent in batches.
 
-Sticky comment: the comment whose first line is the config's marker and that a bot (the token's app)
-wrote; anyone can type the marker into a comment, and a comment someone else wrote is theirs to edit back,
-so such a comment is never updated. The `comment` input decides when to write:
+Sticky comment: the comment whose first line is the config's marker and that this token's identity wrote:
+the user of a personal access token (GET /user), or, for an app's installation token (GITHUB_TOKEN, which
+GET /user refuses), a bot. Anyone can type the marker into a comment, and a comment someone else wrote is
+theirs to edit back, so such a comment is never updated. The `comment` input decides when to write:
 
 - always: every run creates or updates it;
 - on-change: only when the verdict differs from the comment's (a first comment only when not pass);
@@ -24,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from canary_action.compare.result import Verdict
+from canary_action.errors import GitHubError
 from canary_action.github.client import GitHubClient
 
 MAX_ANNOTATIONS_PER_REQUEST: Final = 50
@@ -67,19 +70,11 @@ class Publisher:
     repository: str
 
     def start_check(self, name: str, head_sha: str, details_url: str | None) -> Published:
-        """The check run shown as running while the canary trains: the existing one on a rerun."""
-        body: dict[str, Any] = {"status": "in_progress", "started_at": _now()}
+        """A new check run, shown as running while the canary trains (or until this run publishes)."""
+        body: dict[str, Any] = {"name": name, "head_sha": head_sha, "status": "in_progress", "started_at": _now()}
         if details_url:
             body["details_url"] = details_url
-        existing = self._find_check(name, head_sha)
-        if existing is not None:
-            reply = self.client.request(
-                "PATCH", f"/repos/{self.repository}/check-runs/{existing}", body={**body, "name": name}
-            ).body
-        else:
-            reply = self.client.request(
-                "POST", f"/repos/{self.repository}/check-runs", body={**body, "name": name, "head_sha": head_sha}
-            ).body
+        reply = self.client.request("POST", f"/repos/{self.repository}/check-runs", body=body).body
         return Published(int(reply["id"]), reply.get("html_url"))
 
     def finish_check(
@@ -124,26 +119,30 @@ class Publisher:
             ).body
         return Published(int(reply["id"]), reply.get("html_url"))
 
-    def _find_check(self, name: str, head_sha: str) -> int | None:
-        runs = self.client.paginate(
-            f"/repos/{self.repository}/commits/{head_sha}/check-runs",
-            "check_runs",
-            params={"check_name": name, "filter": "latest"},
-            limit=100,
-        )
-        ours = [r for r in runs if isinstance(r, dict) and r.get("name") == name and r.get("head_sha") == head_sha]
-        return int(ours[0]["id"]) if ours else None
-
     def _find_comment(self, pr_number: int, marker: str) -> dict[str, Any] | None:
         comments = self.client.paginate(f"/repos/{self.repository}/issues/{pr_number}/comments", "", limit=5000)
+        mine = self._identity()
         for comment in comments:
             if not isinstance(comment, dict):
                 continue
             first_line = str(comment.get("body") or "").split("\n", 1)[0].strip()
             user = comment.get("user") or {}
-            if first_line == marker and isinstance(user, dict) and user.get("type") == "Bot":
+            if first_line == marker and isinstance(user, dict) and _written_by(user, mine):
                 return comment
         return None
+
+    def _identity(self) -> str | None:
+        """The login of a personal access token's user; None for an installation token (GET /user refuses it)."""
+        try:
+            return str(self.client.request("GET", "/user").body["login"])
+        except GitHubError as e:
+            if e.forbidden:
+                return None
+            raise
+
+
+def _written_by(user: dict[str, Any], login: str | None) -> bool:
+    return user.get("login") == login if login is not None else user.get("type") == "Bot"
 
 
 def conclusion_of(verdict: Verdict, fail_on: Literal["regression", "never"]) -> Conclusion:

@@ -99,6 +99,18 @@ def lockstep_base(workspace: Path, event_base: str, head: str | None) -> str:
     return event_base
 
 
+def measured_commit(workspace: Path, *, merge_sha: str | None) -> str | None:
+    """The commit the workspace has checked out, as the pull request knows it: HEAD, or, when HEAD is GitHub's
+    test merge commit (`merge_sha`, GITHUB_SHA on pull_request), its second parent: the pull request's head as
+    it was when the job checked out — which may be newer than the event's. None without a git checkout."""
+    commits = _git_out(workspace, "rev-list", "--parents", "-n", "1", "HEAD").split()
+    if not commits:
+        return None
+    if len(commits) == 3 and merge_sha is not None and commits[0] == merge_sha:
+        return commits[2]
+    return commits[0]
+
+
 def _git_out(workspace: Path, *args: str) -> str:
     done = subprocess.run([*_GIT, "-C", str(workspace), *args], capture_output=True, text=True, check=False)
     return done.stdout.strip() if done.returncode == 0 else ""

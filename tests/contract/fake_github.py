@@ -113,6 +113,9 @@ class FakeGitHub:
         self.httpserver, self.repo, self.default_branch, self.token = httpserver, repo, default_branch, token
         self.spec = spec or _spec()
         self.read_only = False
+        #: The login a personal access token belongs to; None: an installation token (GITHUB_TOKEN), for which
+        #: GET /user is refused and comments are written as github-actions[bot].
+        self.token_user: str | None = None
         host, port = httpserver.host, httpserver.port
         self.api_url = f"http://{host}:{port}"
         # The same server under the other spelling of this machine: a different host to an HTTP client.
@@ -146,6 +149,8 @@ class FakeGitHub:
             "issues/update-comment": self._update_comment,
             "pulls/list": self._list_pulls,
             "pulls/get": self._get_pull,
+            "repos/list-pull-requests-associated-with-commit": self._pulls_of_commit,
+            "users/get-authenticated": self._authenticated_user,
         }
         self.httpserver.expect_request(re.compile(".*")).respond_with_handler(self._handle)
 
@@ -162,8 +167,10 @@ class FakeGitHub:
         head_sha: str | None = None,
         created_at: str | None = None,
         actor: str = "Codertocat",
+        head_repo: str | None = None,
     ) -> int:
-        """A finished (or, with status="in_progress" and conclusion=None, running) run; returns its id."""
+        """A finished (or, with status="in_progress" and conclusion=None, running) run; returns its id.
+        `head_repo`: the repository of its head commit when not this one (a fork's pull_request run)."""
         workflow_id = self._workflows.setdefault(workflow_file, 161335 + len(self._workflows))
         run_id = next(self._ids)
         number = 1 + sum(r["workflow_id"] == workflow_id for r in self.workflow_runs)
@@ -181,6 +188,9 @@ class FakeGitHub:
         run = gh.workflow_run(
             self.api_url, self.repository, fields, workflow_file=workflow_file, workflow_id=workflow_id
         )
+        if head_repo is not None and head_repo.lower() != self.repo.lower():
+            fork = gh.repository(self.api_url, head_repo, self.default_branch, fork=True)
+            run.update(head_repository=fork, head_repository_id=fork["id"])
         self.workflow_runs.append(run)
         return run_id
 
@@ -307,7 +317,7 @@ class FakeGitHub:
         return self._failure(recorded)
 
     def _dispatch(self, call: _Call) -> _Reply:
-        if f"{call.params['owner']}/{call.params['repo']}".lower() != self.repo.lower():
+        if "owner" in call.params and f"{call.params['owner']}/{call.params['repo']}".lower() != self.repo.lower():
             return _Reply(404, {"message": "Not Found"})
         if self.read_only and call.operation.method in _WRITES:
             return _Reply(403, {"message": "Resource not accessible by integration"})
@@ -455,7 +465,7 @@ class FakeGitHub:
             return _Reply(404, {"message": "Not Found"})
         if len(call.body["body"]) > COMMENT_MAX_CHARS:
             return _too_long()
-        comment_id = self.add_comment(issue_number=number, body=call.body["body"], user=gh.BOT_LOGIN)
+        comment_id = self.add_comment(issue_number=number, body=call.body["body"], user=self.writer)
         return _Reply(201, self._find(self.comments[number], comment_id))
 
     def _update_comment(self, call: _Call) -> _Reply:
@@ -463,7 +473,7 @@ class FakeGitHub:
         comment = next((c for cs in self.comments.values() for c in cs if c["id"] == comment_id), None)
         if comment is None:
             return _Reply(404, {"message": "Not Found"})
-        if comment["user"]["login"] != gh.BOT_LOGIN:  # the token's app may edit only its own comments
+        if comment["user"]["login"] != self.writer:  # a token may edit only its own comments
             return _Reply(403, {"message": "Resource not accessible by integration"})
         if len(call.body["body"]) > COMMENT_MAX_CHARS:
             return _too_long()
@@ -480,6 +490,21 @@ class FakeGitHub:
             and q.get("base", pull["base"]["ref"]) == pull["base"]["ref"]
         ]
         found.sort(key=lambda p: p["number"], reverse=q.get("direction", "desc") == "desc")
+        page, headers = self._paginate(found, call)
+        return _Reply(200, page, headers)
+
+    @property
+    def writer(self) -> str:
+        """Whom this token writes as: the PAT's user, or the Actions app's bot."""
+        return self.token_user or gh.BOT_LOGIN
+
+    def _authenticated_user(self, call: _Call) -> _Reply:
+        if self.token_user is None:
+            return _Reply(403, {"message": "Resource not accessible by integration"})
+        return _Reply(200, gh.authenticated_user(self.api_url, self.token_user))
+
+    def _pulls_of_commit(self, call: _Call) -> _Reply:
+        found = [self._with_counts(p) for p in self.pulls.values() if p["head"]["sha"] == call.params["commit_sha"]]
         page, headers = self._paginate(found, call)
         return _Reply(200, page, headers)
 

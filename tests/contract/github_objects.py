@@ -97,6 +97,14 @@ def user(api: str, login: str, user_type: str = "User") -> dict[str, Any]:
     }
 
 
+def authenticated_user(api: str, login: str) -> dict[str, Any]:
+    """GET /user for a personal access token's owner (the public shape)."""
+    created = "2020-01-01T00:00:00Z"
+    profile = {"name": login, "company": None, "blog": "", "location": None, "email": None, "hireable": None}
+    counts = {"bio": None, "public_repos": 1, "public_gists": 0, "followers": 0, "following": 0}
+    return {**user(api, login), **profile, **counts, "created_at": created, "updated_at": created}
+
+
 def actions_app(api: str) -> dict[str, Any]:
     """The GitHub App behind GITHUB_TOKEN: the author of the action's check runs and comments."""
     return {

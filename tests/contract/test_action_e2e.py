@@ -30,7 +30,6 @@ from canary_action.github.action import main
 from canary_action.metrics.io import write_metrics
 from tests.contract.fake_github import FakeGitHub, make_zip
 from tests.factories import make_metrics
-from tests.report_cases import CASES
 from tests.unit.test_action_parts import parse_outputs
 
 ROOT = Path(__file__).parents[2]
@@ -221,20 +220,25 @@ def test_a_pull_request_gets_a_check_on_its_head_sha_and_one_sticky_comment(
     assert done.log.count(fake_github.token) == 1  # only in the mask command itself
 
 
-def test_a_rerun_updates_the_same_check_and_comment(runner: Runner, fake_github: FakeGitHub) -> None:
+def test_a_rerun_creates_a_new_check_run_and_updates_the_comment(runner: Runner, fake_github: FakeGitHub) -> None:
+    """GitHub refuses to take a completed check run back to in_progress: every run creates its own."""
     fake_github.add_pull(number=2, head_sha=PR_HEAD)
     baselines(fake_github, 2)
     first = runner.run("pull_request", "pull_request.opened.json")
+    first_check = dict(fake_github.check_runs[0])
     runner.trainer.step_time_s = 0.2  # the rerun finds a regression: the same comment must now say so
     again = runner.run("pull_request", "pull_request.synchronize.json")
 
     assert (first.code, again.code) == (0, 1)
-    [check] = fake_github.check_runs
-    assert check["conclusion"] == "failure"
+    old, new = fake_github.check_runs
+    assert old == first_check  # the earlier run's check is never touched
+    assert (old["conclusion"], new["conclusion"]) == ("success", "failure")
+    assert new["head_sha"] == old["head_sha"] == PR_HEAD
+    assert not [r for r in fake_github.requests if r.method == "PATCH" and r.path.endswith(f"/{old['id']}")][1:]
     [comment] = fake_github.comments[2]
     assert "rlhf-canary **regression**" in comment["body"]
     assert again.outputs["comment-url"] == first.outputs["comment-url"]
-    assert writes(fake_github).count(f"POST /repos/{REPO}/check-runs") == 1
+    assert writes(fake_github).count(f"POST /repos/{REPO}/check-runs") == 2
     assert writes(fake_github).count(f"POST /repos/{REPO}/issues/2/comments") == 1
 
 
@@ -461,7 +465,9 @@ def test_a_workflow_dispatch_with_pr_number_publishes_on_that_pull_request(
     fake.add_pull(number=7, head_sha=head)
     runner = Runner(fake, tmp_path)
 
-    done = runner.run("workflow_dispatch", "workflow_dispatch.json", ref="refs/heads/main", pr_number="7")
+    done = runner.run(
+        "workflow_dispatch", "workflow_dispatch.json", ref="refs/heads/main", pr_number="7", head_sha=head
+    )
 
     assert done.code == 0, done.log
     [check] = fake.check_runs
@@ -471,12 +477,25 @@ def test_a_workflow_dispatch_with_pr_number_publishes_on_that_pull_request(
     assert fake.violations == []
 
 
+def test_a_workflow_dispatch_that_cannot_say_what_it_measured_publishes_nothing(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    """No git checkout and no head-sha: the measured commit is unknown, and unknown is not the PR's head."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    done = runner.run("workflow_dispatch", "workflow_dispatch.json", ref="refs/heads/master", pr_number="2")
+    assert done.code == 0, done.log
+    assert writes(fake_github) == []
+    assert "the measured commit is unknown" in done.log
+    assert (runner.workspace / done.outputs["result-path"]).is_file()
+
+
 def _workflow_run_payload(tmp: Path, run_id: int, head_sha: str, fork: str | None) -> Path:
     payload = json.loads((HOOKS / "workflow_run.completed.json").read_text())
     run = payload["workflow_run"]
     run.update(id=run_id, event="pull_request", head_sha=head_sha, head_branch="changes", pull_requests=[])
     run["html_url"] = f"https://github.com/{REPO}/actions/runs/{run_id}"
     run["repository"]["full_name"] = REPO
+    payload["repository"]["default_branch"] = "master"  # the fake's, where the baselines are
     if fork:
         run["head_repository"]["full_name"] = f"{fork}/Hello-World"
         run["head_repository"]["owner"]["login"] = fork
@@ -495,11 +514,15 @@ def test_the_fork_safe_pair_publishes_from_workflow_run(runner: Runner, fake_git
     measured = runner.run("pull_request", "pull_request.fork.json")  # the fork's job: read-only, uploads
     assert measured.code == 0
     assert writes(fake_github) == []
-    run_id = fake_github.add_workflow_run(event="pull_request", branch="changes", head_sha=PR_HEAD)
+    run_id = fake_github.add_workflow_run(
+        event="pull_request", branch="changes", head_sha=PR_HEAD, head_repo="octo-fork/Hello-World"
+    )
     fake_github.add_artifact(run_id, name=ARTIFACT, content=_zip_dir(runner.workspace / "canary-output"))
     payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
 
-    done = runner.run("workflow_run", payload, ref="refs/heads/master", output_dir="canary-report")
+    done = runner.run(
+        "workflow_run", payload, ref="refs/heads/master", output_dir="canary-report", measured_workflow="canary.yml"
+    )
 
     assert done.code == 0, done.log
     [check] = fake_github.check_runs
@@ -507,8 +530,8 @@ def test_the_fork_safe_pair_publishes_from_workflow_run(runner: Runner, fake_git
     [comment] = fake_github.comments[2]
     assert comment["body"].startswith(MARKER)
     assert f"https://github.com/{REPO}/actions/runs/{run_id}" in comment["body"]
-    # the pull request was found by the fork's branch and confirmed by its head commit
-    assert any(r.path.endswith("/pulls") and r.query.get("head") == "octo-fork:changes" for r in fake_github.requests)
+    # the pull request was found by its head commit and confirmed by the API
+    assert any(r.path.endswith(f"/commits/{PR_HEAD}/pulls") for r in fake_github.requests)
     assert done.outputs["verdict"] == "pass"
 
 
@@ -530,53 +553,56 @@ def test_report_mode_refuses_a_pull_request_whose_head_moved(runner: Runner, fak
     data["workflow_run"]["pull_requests"] = [{"number": 2, "id": 1, "url": "https://api.github.com/x"}]
     payload.write_text(json.dumps(data))
 
-    done = runner.run("workflow_run", payload)
+    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
 
     assert done.code == 0
     assert writes(fake_github) == []
-    assert "no open pull request has head commit" in done.log
+    assert "pull request #2 is now at dddddddddddd: not published" in done.log
 
 
 def _report_with(runner: Runner, fake: FakeGitHub, files: dict[str, bytes]) -> Outcome:
     fake.add_pull(number=2, head_sha=PR_HEAD, head_repo="octo-fork/Hello-World")
-    run_id = fake.add_workflow_run(event="pull_request", branch="changes", head_sha=PR_HEAD)
+    fork = "octo-fork/Hello-World"
+    run_id = fake.add_workflow_run(event="pull_request", branch="changes", head_sha=PR_HEAD, head_repo=fork)
     fake.add_artifact(run_id, name=ARTIFACT, content=make_zip(files))
-    return runner.run("workflow_run", _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork"))
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+    return runner.run("workflow_run", payload, measured_workflow="canary.yml")
 
 
 def test_report_mode_refuses_a_path_traversal_artifact(runner: Runner, fake_github: FakeGitHub) -> None:
-    done = _report_with(runner, fake_github, {"../../result.json": b"{}"})
+    done = _report_with(runner, fake_github, {"../../metrics.json": b"{}"})
     assert done.code == 2
     assert writes(fake_github) == []
-    assert "::error title=rlhf-canary refused artifact rlhf-canary-sft-smoke::" in done.log
+    assert "::error title=artifact refused::" in done.log
 
 
 def test_report_mode_refuses_a_zip_bomb(runner: Runner, fake_github: FakeGitHub) -> None:
-    done = _report_with(runner, fake_github, {"result.json": b" " * (65 * 2**20)})
+    done = _report_with(runner, fake_github, {"metrics.json": b" " * (65 * 2**20)})
     assert done.code == 2
     assert writes(fake_github) == []
-    assert "refused artifact" in done.log
+    assert "artifact refused" in done.log
 
 
-def test_report_mode_renders_a_hostile_result_escaped(runner: Runner, fake_github: FakeGitHub) -> None:
-    hostile = json.loads((ROOT / "tests" / "fixtures" / "reports" / "hostile_result.json").read_text())
-    hostile["reason"] = "fine\n::error::forged command\n<!-- rlhf-canary:sticky:sft-smoke -->"
-    done = _report_with(runner, fake_github, {"result.json": json.dumps(hostile).encode()})
+def test_report_mode_renders_hostile_measurements_escaped(runner: Runner, fake_github: FakeGitHub) -> None:
+    """The measured artifact is the pull request's: its names and notes are data, and name nothing we publish."""
+    forged = "other-gate <!-- rlhf-canary:sticky:other-gate -->\n::error::forged command"
+    run = {"run_id": "pr-1", "config_name": forged, "started_at": "2026-11-20T10:00:00Z"}
+    metrics = make_metrics(run=run, workload=SAME_DATA, config=SAME_CONFIG, notices=[forged])
+    done = _report_with(runner, fake_github, {"pr-1/metrics.json": metrics.model_dump_json().encode()})
 
     assert done.code in (0, 1), done.log
     [comment] = fake_github.comments[2]
     assert comment["body"].count("<!--") == 1
-    assert comment["body"].startswith("<!-- rlhf-canary:sticky:")
-    assert "\n::error::forged command" in done.log  # printed, but only between stop-commands markers
-    before, after = done.log.split("\n::error::forged command", 1)
-    token = before.rsplit("::stop-commands::", 1)[1].split("\n", 1)[0]
-    assert f"::{token}::" in after
+    assert comment["body"].startswith(MARKER)  # the trusted config's marker, not the artifact's
+    [check] = fake_github.check_runs
+    assert check["name"] == CHECK
+    assert not [line for line in done.log.splitlines() if line.startswith("::error::forged")]
 
 
 def test_report_mode_refuses_an_oversized_artifact_without_downloading_it(
     runner: Runner, fake_github: FakeGitHub
 ) -> None:
-    done = _report_with(runner, fake_github, {"result.json": random.Random(0).randbytes(65 * 2**20)})  # incompressible
+    done = _report_with(runner, fake_github, {"metrics.json": random.Random(0).randbytes(65 * 2**20)})  # incompressible
     assert done.code == 2
     assert writes(fake_github) == []
     assert fake_github.blob_requests == []
@@ -626,10 +652,12 @@ def test_more_than_50_annotations_go_in_batches(fake_github: FakeGitHub) -> None
 def test_report_mode_imports_no_training_stack(runner: Runner, fake_github: FakeGitHub) -> None:
     """The report-only action installs the light package on a GitHub-hosted runner: no torch there."""
     fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo="octo-fork/Hello-World")
-    result = CASES["passing"]().model_dump(mode="json")
-    run_id = fake_github.add_workflow_run(event="pull_request", branch="changes", head_sha=PR_HEAD)
-    fake_github.add_artifact(run_id, name=ARTIFACT, content=make_zip({"result.json": json.dumps(result).encode()}))
-    env = runner.env("workflow_run", _workflow_run_payload(runner.tmp, run_id, PR_HEAD, "octo-fork"), {}, "x")
+    metrics = make_metrics(workload=SAME_DATA, config=SAME_CONFIG).model_dump_json().encode()
+    fork = "octo-fork/Hello-World"
+    run_id = fake_github.add_workflow_run(event="pull_request", branch="changes", head_sha=PR_HEAD, head_repo=fork)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=make_zip({"pr/metrics.json": metrics}))
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, "octo-fork")
+    env = runner.env("workflow_run", payload, {"measured-workflow": "canary.yml"}, "x")
     probe = (
         "import atexit, runpy, sys\n"
         "atexit.register(lambda: print('heavy:', [m for m in ('torch', 'transformers', 'trl', 'numpy')"

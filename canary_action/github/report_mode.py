@@ -1,0 +1,224 @@
+"""mode report: compare and publish a run that another job measured — the job that holds the write token and
+runs no code of the pull request.
+
+    trusted: the config in the workspace (the default branch's checkout), the inputs, the API's answers
+    untrusted: the measured artifact (made by the pull request's code), read as data only
+
+1. Which run, which commit, which pull request — from the trusted side only: `measured-run-id` (a measure job
+   of this same workflow run) or the workflow_run event's run, which must be of the `measured-workflow` file;
+   `head-sha` (what the trusted side chose to measure) or the workflow_run's head commit; `pr-number` or the
+   one open pull request whose head that commit is.
+2. Refuse, saying why, when the pull request's head is no longer that commit, when a workflow_run came from
+   another repository than the pull request's head, or when the commit heads several pull requests.
+3. Download exactly one artifact, named after the trusted config (`rlhf-canary-<name>`), and find its one
+   metrics.json or lockstep pair in it.
+4. Fetch the baselines (default-branch runs of the measured run's workflow file), compare, write the results.
+5. Publish a new check run, named after the trusted config, on that commit, and the sticky comment.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from canary_action.errors import ArtifactError, BaselineError, UsageError
+from canary_action.github.action import Step, Target, default_artifact, fetch_for, read_config
+from canary_action.github.baseline_fetch import FetchedBaselines, RunArtifacts
+from canary_action.github.context import PR_EVENTS
+from canary_action.report.escape import one_line, slug
+from canary_action.report.view import Links
+
+if TYPE_CHECKING:
+    from canary_action.github.baseline_fetch import Artifact
+
+PAIR_FILE = "pair.json"
+METRICS_FILE = "metrics.json"
+
+
+@dataclass(frozen=True)
+class MeasuredRun:
+    """The workflow run whose artifact is reported, as the API describes it."""
+
+    id: int
+    url: str | None
+    workflow_file: str | None
+    head_sha: str | None
+    head_repository: str | None
+    same_run: bool
+
+
+def report_mode(step: Step) -> int:
+    from canary_action.compare.command import run_compare
+
+    inputs, log = step.inputs, step.log
+    run = _measured_run(step)
+    if run is None:
+        return 0
+    loaded = read_config(step)  # the trusted side's config names the artifact and the check
+    name = loaded.config.name
+    artifact = inputs.baseline_artifact or default_artifact(name)
+    step.outputs["artifact-name"] = artifact
+    target = _verified_target(step, run)
+    if target is None:
+        return 0
+    step.clear_output_dir()
+    measured = _download_measurement(step, run, artifact)
+    links = Links(
+        workflow_run=run.url,
+        artifacts=run.url and run.url + "#artifacts",
+        artifact_name=artifact,
+    )
+    pair = measured.is_dir()
+    if pair and inputs.baseline == "lockstep":
+        fetched = FetchedBaselines()
+    else:
+        dest = Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-"))
+        fetched = fetch_for(step, artifact, dest, workflow_file=run.workflow_file)
+    threshold_file = step.runner.workspace / inputs.thresholds if inputs.thresholds else None
+    result = run_compare(
+        measured, fetched.paths, tier=inputs.tier, threshold_file=threshold_file, notes=fetched.notes, missing_ok=True
+    )
+    if result.current.config_name != name:  # the trusted side's name marks the comment and names the check
+        said = f"the measured config is named {result.current.config_name!r}; reported under {name!r}, the name on "
+        said += "the default branch"
+        current = result.current.model_copy(update={"config_name": name})
+        result = result.model_copy(update={"current": current, "notes": [*result.notes, said]})
+    if fetched.run_urls:
+        links = replace(links, baseline_run=fetched.run_urls[0])
+    step.write_result(result, links)
+    log.untrusted(f"rlhf-canary {result.verdict} for {target.head_sha[:12]}: {one_line(result.reason, 500)}")
+    step.publish(result, links, target, None, [], config_name=name)
+    return step.exit_code(result.verdict)
+
+
+def _measured_run(step: Step) -> MeasuredRun | None:
+    """The run to report on, checked: this same run, or a workflow_run of the `measured-workflow` file."""
+    ctx, inputs, repo = step.ctx, step.inputs, step.runner.repository
+    run_id = inputs.measured_run_id or ctx.triggering_run_id
+    if run_id is None:
+        raise UsageError(
+            "mode report needs the run that measured: measured-run-id, or a workflow_run event",
+            fix="in the publish job of the same workflow, pass `measured-run-id: ${{ github.run_id }}` "
+            "(docs/examples/pr-canary.yml)",
+        )
+    same_run = run_id == step.runner.run_id
+    if not same_run and inputs.measured_run_id is None and ctx.triggering_event not in PR_EVENTS:
+        step.log.line(f"the canary run was started by {ctx.triggering_event}, not a pull request: nothing to publish")
+        return None
+    body: dict[str, Any] = step.client.request("GET", f"/repos/{repo}/actions/runs/{run_id}").body
+    path = _str(body.get("path"))
+    head_repo = body.get("head_repository") if isinstance(body.get("head_repository"), dict) else {}
+    run = MeasuredRun(
+        id=run_id,
+        url=_str(body.get("html_url")),
+        workflow_file=path.split("@", 1)[0] if path else None,
+        head_sha=_str(body.get("head_sha")),
+        head_repository=_str(head_repo.get("full_name")) if head_repo else None,
+        same_run=same_run,
+    )
+    if not same_run:
+        expected = inputs.measured_workflow
+        if expected is None or _file_name(run.workflow_file) != _file_name(expected):
+            raise UsageError(
+                f"run {run_id} is of workflow {run.workflow_file or 'unknown'}, not the measured-workflow "
+                f"{expected or '(unset)'}: a pull request can add a workflow of any name, so only runs of the named "
+                "file are reported",
+                fix="set measured-workflow to the file name of the workflow whose measure job uploads the results",
+            )
+    return run
+
+
+def _verified_target(step: Step, run: MeasuredRun) -> Target | None:
+    """The pull request and commit to publish on, or None (said) when publishing would be on the wrong commit."""
+    inputs, repo, log = step.inputs, step.runner.repository, step.log
+    sha = inputs.head_sha or (run.head_sha if not run.same_run else None)
+    if sha is None:
+        raise UsageError(
+            "mode report on a measure job of the same run needs head-sha: the commit the trusted side had measured",
+            fix="pass `head-sha: ${{ needs.gate.outputs.sha }}` (the SHA the measure job checked out)",
+        )
+    if not run.same_run and run.head_sha != sha:
+        raise UsageError(
+            f"run {run.id} measured {run.head_sha}, not head-sha {sha}",
+            fix="pass the head-sha of the run being reported, or leave it empty for a workflow_run",
+        )
+    numbers = [step.ctx.pr_number] if step.ctx.pr_number else _open_pulls_of(step, sha)
+    if len(numbers) != 1:
+        what = "no open pull request" if not numbers else f"{len(numbers)} open pull requests"
+        log.annotate(
+            "warning" if numbers else "notice",
+            f"{what} ha{'s' if len(numbers) < 2 else 've'} head commit {sha}: nothing published"
+            + ("; pass pr-number to choose one" if numbers else " (pushed to since? the newer run will report)"),
+            title="rlhf-canary: not published",
+        )
+        return None
+    number = numbers[0]
+    pull = step.client.request("GET", f"/repos/{repo}/pulls/{number}").body
+    head = pull.get("head") if isinstance(pull.get("head"), dict) else {}
+    current = _str(head.get("sha"))
+    if current != sha:
+        log.annotate(
+            "notice",
+            f"measured {sha[:12]}, but pull request #{number} is now at {str(current)[:12]}: not published on "
+            "it (the newer commit's run reports)",
+            title="rlhf-canary: the pull request moved on",
+        )
+        return None
+    head_repo = head.get("repo") if isinstance(head.get("repo"), dict) else {}
+    pull_repo = _str(head_repo.get("full_name")) if head_repo else None
+    if not run.same_run and (pull_repo is None or run.head_repository != pull_repo):
+        raise UsageError(
+            f"run {run.id} measured {run.head_repository or 'an unknown repository'}'s commit, but pull request "
+            f"#{number}'s head is in {pull_repo or 'a deleted repository'}",
+            fix="report a run on the pull request it measured",
+        )
+    return Target(number, sha)
+
+
+def _open_pulls_of(step: Step, sha: str) -> list[int]:
+    repo = step.runner.repository
+    pulls = step.client.paginate(f"/repos/{repo}/commits/{sha}/pulls", "", limit=100)
+    return sorted(
+        {int(p["number"]) for p in pulls if isinstance(p, dict) and p.get("state") == "open" and "number" in p}
+    )
+
+
+def _download_measurement(step: Step, run: MeasuredRun, artifact: str) -> Path:
+    """The artifact's one metrics.json, or its one lockstep pair's directory. Untrusted: ArtifactError (exit 2)
+    for a zip that is refused or holds no single measurement."""
+    runs = RunArtifacts(step.client, step.runner.repository)
+    notes: list[str] = []
+    found: Artifact | None = runs.find({"id": run.id, "html_url": run.url}, artifact, notes)
+    if found is None:
+        raise UsageError(
+            f"run {run.id} has no artifact {artifact} to report: {'; '.join(notes)}",
+            fix="the measure job uploads its output-dir as `${{ steps.canary.outputs.artifact-name }}` with "
+            "`if: ${{ !cancelled() }}`; a pull request that renames its config is reported once the new name is "
+            "on the default branch",
+        )
+    dest = step.out_dir / "measured" / slug(artifact)
+    try:
+        files = runs.unpack(found, dest)
+    except BaselineError as e:
+        raise ArtifactError(f"artifact {artifact} of run {run.id}: {e.message}", fix=e.fix) from e
+    pairs = [p.parent for p in files if p.name == PAIR_FILE]
+    if len(pairs) == 1:
+        return pairs[0]
+    loose = [p for p in files if p.name == METRICS_FILE and not any(d in p.parents for d in pairs)]
+    if len(pairs) > 1 or len(loose) != 1:
+        raise ArtifactError(
+            f"artifact {artifact} of run {run.id} holds {len(loose)} metrics.json and {len(pairs)} lockstep pairs, "
+            "not one measurement",
+            fix="upload the canary's output-dir as the artifact, one artifact per config",
+        )
+    return loose[0]
+
+
+def _file_name(path: str | None) -> str:
+    return (path or "").rsplit("/", 1)[-1]
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
