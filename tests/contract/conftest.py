@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from pytest_httpserver import HTTPServer
 
 from tests.contract.fake_github import FakeGitHub
+from tests.contract.test_action_e2e import Runner
 
 
 @pytest.fixture
@@ -22,3 +24,9 @@ def fake_github(httpserver: HTTPServer) -> Iterator[FakeGitHub]:
     if fake.violations:
         listed = "\n".join(f"  - {violation}" for violation in fake.violations)
         pytest.fail(f"requests or responses outside GitHub's OpenAPI description:\n{listed}", pytrace=False)
+
+
+@pytest.fixture
+def runner(fake_github: FakeGitHub, tmp_path: Path) -> Runner:
+    """The action as the runner calls it (test_action_e2e.Runner), against `fake_github`."""
+    return Runner(fake_github, tmp_path)

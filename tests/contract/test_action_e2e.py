@@ -95,6 +95,10 @@ class Runner:
     tmp: Path
     trainer: FakeTrainer = field(default_factory=FakeTrainer)
     steps: int = 0
+    run_id: int | None = None
+    """GITHUB_RUN_ID of the next steps; None: 900 + the step's number."""
+    merge_sha: str = MERGE_SHA
+    """GITHUB_SHA: on pull_request, the merge commit actions/checkout checks out."""
 
     @property
     def workspace(self) -> Path:
@@ -119,9 +123,9 @@ class Runner:
             GITHUB_REPOSITORY=self.fake.repo,
             GITHUB_API_URL=self.fake.api_url,
             GITHUB_SERVER_URL="https://github.com",
-            GITHUB_RUN_ID=str(900 + self.steps),
+            GITHUB_RUN_ID=str(self.run_id or 900 + self.steps),
             GITHUB_WORKFLOW_REF=f"{self.fake.repo}/.github/workflows/canary.yml@{ref}",
-            GITHUB_SHA=MERGE_SHA,
+            GITHUB_SHA=self.merge_sha,
             GITHUB_REF=ref,
             GITHUB_WORKSPACE=str(self.workspace),
             GITHUB_OUTPUT=str(self.tmp / f"output-{self.steps}"),
@@ -145,11 +149,6 @@ class Runner:
             sleeps=sleeps,
             workspace=self.workspace,
         )
-
-
-@pytest.fixture
-def runner(fake_github: FakeGitHub, tmp_path: Path) -> Runner:
-    return Runner(fake_github, tmp_path)
 
 
 def add_baseline(fake: FakeGitHub, seed: int, *, created_at: str, expired: bool = False, **files: bytes) -> int:

@@ -1,0 +1,345 @@
+"""Where results are published, and by whom (issue 14 items 3-7), end to end against the fake GitHub.
+
+- measure → report: the job that runs pull request code makes no request and holds no token; the publish job
+  of the same run compares the uploaded measurement and publishes it on the commit the trusted side chose;
+- the measured commit: a merge checkout stands for its second parent, and a head that moved on is refused
+  (before training: nothing published; during: the started check is completed as superseded);
+- a hostile measured run: another workflow file, a flood of artifacts, a forged config name, a commit that
+  heads several pull requests, a run of another repository;
+- one new check run per run (an earlier or foreign check run is never touched), and the sticky comment found
+  by the token's own identity (a personal access token's user).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from canary_action.github.client import GitHubClient
+from tests.contract.fake_github import FakeGitHub, make_zip
+from tests.contract.test_action_e2e import (
+    ARTIFACT,
+    CHECK,
+    MARKER,
+    PR_HEAD,
+    REPO,
+    SAME_CONFIG,
+    SAME_DATA,
+    FakeTrainer,
+    Runner,
+    _workflow_run_payload,
+    _zip_dir,
+    baselines,
+    writes,
+)
+from tests.factories import make_metrics
+
+FORK = "octo-fork/Hello-World"
+
+
+BASE_COMMIT = "b" * 40  # a pull_request_target run's head_sha: the base branch's commit, not the PR's
+
+
+def _pull_request_target(runner: Runner) -> Path:
+    """pull_request.opened as pull_request_target delivers it (the same payload; the workflow is the base's)."""
+    return Path(__file__).parents[1] / "fixtures" / "webhooks" / "pull_request.opened.json"
+
+
+def _measure_then_upload(runner: Runner, fake: FakeGitHub) -> tuple[int, Any]:
+    """The measure job: no token, mode measure; its output-dir uploaded as the run's artifact."""
+    measured = runner.run("pull_request_target", _pull_request_target(runner), mode="measure", github_token="")
+    run_id = fake.add_workflow_run(event="pull_request_target", head_sha=BASE_COMMIT)
+    fake.add_artifact(
+        run_id, name=measured.outputs["artifact-name"], content=_zip_dir(runner.workspace / "canary-output")
+    )
+    return run_id, measured
+
+
+def _report_same_run(runner: Runner, run_id: int, **inputs: str) -> Any:
+    runner.run_id = run_id
+    return runner.run(
+        "pull_request_target",
+        _pull_request_target(runner),
+        mode="report",
+        measured_run_id=str(run_id),
+        output_dir="canary-report",
+        **inputs,
+    )
+
+
+# -- measure, then report in the same run ----------------------------------------------------------------------
+
+
+def test_the_measure_job_makes_no_request_and_the_publish_job_reports_on_the_chosen_commit(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    baselines(fake_github, 2)
+
+    run_id, measured = _measure_then_upload(runner, fake_github)
+    assert measured.code == 0, measured.log
+    assert fake_github.requests == []  # no token, no request: nothing for the PR's code to take
+    assert "measured" in measured.summary
+    assert (runner.workspace / measured.outputs["metrics-path"]).is_file()
+    assert fake_github.token not in measured.log
+
+    done = _report_same_run(runner, run_id, head_sha=PR_HEAD, pr_number="2")
+
+    assert done.code == 0, done.log
+    [check] = fake_github.check_runs
+    assert (check["name"], check["head_sha"], check["conclusion"]) == (CHECK, PR_HEAD, "success")
+    [comment] = fake_github.comments[2]
+    assert comment["body"].startswith(MARKER)
+    assert len(done.result().baselines) == 2  # compared by the publish job, with the default branch's runs
+    assert done.outputs["verdict"] == "pass"
+
+
+def test_a_token_given_to_the_measure_job_is_not_used_and_said(runner: Runner, fake_github: FakeGitHub) -> None:
+    done = runner.run("pull_request_target", _pull_request_target(runner), mode="measure")
+    assert done.code == 0
+    assert fake_github.requests == []
+    assert "::warning title=rlhf-canary%3A a token in the measure job::" in done.log
+
+
+def test_a_crashed_measurement_is_still_reported_as_crashed(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    runner.trainer.crash = True
+    run_id, measured = _measure_then_upload(runner, fake_github)
+    assert measured.code == 3
+    done = _report_same_run(runner, run_id, head_sha=PR_HEAD, pr_number="2")
+    assert done.code == 3
+    [check] = fake_github.check_runs
+    assert check["conclusion"] == "failure"
+
+
+def test_report_refuses_a_pull_request_that_moved_on(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    run_id, _ = _measure_then_upload(runner, fake_github)
+    fake_github.pulls[2]["head"]["sha"] = "d" * 40  # pushed to while the canary trained
+
+    done = _report_same_run(runner, run_id, head_sha=PR_HEAD, pr_number="2")
+
+    assert done.code == 0
+    assert writes(fake_github) == []
+    assert "::notice title=rlhf-canary%3A the pull request moved on::" in done.log
+
+
+def test_report_of_the_same_run_needs_the_commit_from_the_trusted_side(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    run_id, _ = _measure_then_upload(runner, fake_github)
+    done = _report_same_run(runner, run_id, pr_number="2")
+    assert done.code == 2
+    assert "needs head-sha" in done.log
+    assert writes(fake_github) == []
+
+
+# -- the measured commit in run mode -----------------------------------------------------------------------------
+
+
+def _git(workspace: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(workspace), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def _merge_checkout(workspace: Path) -> tuple[str, str]:
+    """What actions/checkout leaves on pull_request: GitHub's merge commit of the PR's head into its base."""
+    _git(workspace, "init", "-q", "-b", "master")
+    _git(workspace, "add", "-A")
+    _git(workspace, "commit", "-qm", "base")
+    _git(workspace, "checkout", "-qb", "changes")
+    (workspace / "change.txt").write_text("the pull request\n")
+    _git(workspace, "add", "-A")
+    _git(workspace, "commit", "-qm", "change")
+    head = _git(workspace, "rev-parse", "HEAD")
+    _git(workspace, "checkout", "-q", "master")
+    _git(workspace, "merge", "-q", "--no-ff", "changes", "-m", "merge")
+    return head, _git(workspace, "rev-parse", "HEAD")
+
+
+def test_the_check_goes_on_the_commit_that_was_checked_out_not_the_events(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    """The event named PR_HEAD, but by checkout time the PR had a newer head: that newer commit was measured."""
+    measured_head, merge = _merge_checkout(runner.workspace)
+    runner.merge_sha = merge
+    fake_github.add_pull(number=2, head_sha=measured_head)
+    baselines(fake_github, 2)
+
+    done = runner.run("pull_request", "pull_request.opened.json")
+
+    assert done.code == 0, done.log
+    [check] = fake_github.check_runs
+    assert check["head_sha"] == measured_head != PR_HEAD
+    assert len(fake_github.comments[2]) == 1
+
+
+def test_a_head_that_moved_before_training_gets_nothing(runner: Runner, fake_github: FakeGitHub) -> None:
+    _, merge = _merge_checkout(runner.workspace)
+    runner.merge_sha = merge
+    fake_github.add_pull(number=2, head_sha="d" * 40)
+    done = runner.run("pull_request", "pull_request.opened.json")
+    assert done.code == 0
+    assert writes(fake_github) == []
+    assert "not published on it" in done.log
+    assert (runner.workspace / done.outputs["result-path"]).is_file()  # measured and kept all the same
+
+
+class _PushDuringTraining(FakeTrainer):
+    fake: FakeGitHub | None = None
+
+    def __call__(self, loaded: Any, output_dir: Path) -> Path:
+        assert self.fake is not None
+        self.fake.pulls[2]["head"]["sha"] = "e" * 40
+        return super().__call__(loaded, output_dir)
+
+
+def test_a_head_that_moves_during_training_completes_the_check_as_superseded(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    trainer = _PushDuringTraining()
+    trainer.fake = fake_github
+    runner = Runner(fake_github, tmp_path, trainer=trainer)
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+
+    done = runner.run("pull_request", "pull_request.opened.json")
+
+    assert done.code == 0, done.log
+    [check] = fake_github.check_runs
+    assert (check["head_sha"], check["status"], check["conclusion"]) == (PR_HEAD, "completed", "neutral")
+    assert check["output"]["title"] == "rlhf-canary: superseded"
+    assert 2 not in fake_github.comments
+
+
+# -- a hostile measured run ----------------------------------------------------------------------------------------
+
+
+def _fork_run(fake: FakeGitHub, *, workflow_file: str = "canary.yml", head_repo: str = FORK) -> int:
+    return fake.add_workflow_run(
+        workflow_file=workflow_file, event="pull_request", branch="changes", head_sha=PR_HEAD, head_repo=head_repo
+    )
+
+
+def _metrics_zip(config_name: str = "sft-smoke") -> bytes:
+    run = {"run_id": "pr-1", "config_name": config_name, "started_at": "2026-11-20T10:00:00Z"}
+    metrics = make_metrics(run=run, workload=SAME_DATA, config=SAME_CONFIG)
+    return make_zip({"pr-1/metrics.json": metrics.model_dump_json().encode()})
+
+
+def test_a_run_of_another_workflow_file_with_a_flood_of_artifacts_is_refused_cheaply(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    """A fork adds its own workflow, named like the real one, whose run uploads 25 artifacts."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    run_id = _fork_run(fake_github, workflow_file="evil.yml")
+    for i in range(25):
+        name = ARTIFACT if i == 0 else f"rlhf-canary-gate-{i}"
+        fake_github.add_artifact(run_id, name=name, content=_metrics_zip(name))
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+
+    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
+
+    assert done.code == 2
+    assert "not the measured-workflow canary.yml" in done.log
+    assert writes(fake_github) == []
+    assert len(fake_github.requests) <= 2
+
+
+def test_only_the_trusted_configs_artifact_is_read_and_named(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    run_id = _fork_run(fake_github)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=_metrics_zip("release-gate"))  # forged name inside
+    for i in range(5):
+        fake_github.add_artifact(run_id, name=f"rlhf-canary-release-gate-{i}", content=_metrics_zip("release-gate"))
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+
+    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
+
+    assert done.code == 0, done.log
+    [check] = fake_github.check_runs
+    assert check["name"] == CHECK
+    [comment] = fake_github.comments[2]
+    assert comment["body"].startswith(MARKER)
+    assert any("reported under 'sft-smoke'" in n for n in done.result().notes)
+    downloads = [r for r in fake_github.requests if r.path.endswith("/zip")]
+    assert len(downloads) == 1
+
+
+def test_a_commit_heading_several_pull_requests_is_not_published(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    fake_github.add_pull(number=3, head_sha=PR_HEAD, head_repo=FORK, base_ref="release")
+    run_id = _fork_run(fake_github)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=_metrics_zip())
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+
+    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
+
+    assert done.code == 0
+    assert writes(fake_github) == []
+    assert "2 open pull requests have head commit" in done.log
+
+
+def test_a_run_of_another_repository_than_the_pull_requests_head_is_refused(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    run_id = _fork_run(fake_github, head_repo="mallory/Hello-World")
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=_metrics_zip())
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="mallory")
+    data = json.loads(payload.read_text())
+    data["workflow_run"]["pull_requests"] = [{"number": 2, "id": 1, "url": "https://api.github.com/x"}]
+    payload.write_text(json.dumps(data))
+
+    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
+
+    assert done.code == 2
+    assert "head is in octo-fork/Hello-World" in done.log
+    assert writes(fake_github) == []
+
+
+# -- check runs and comments ---------------------------------------------------------------------------------------
+
+
+def test_a_check_run_this_run_did_not_create_is_never_touched(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    client_body = {"name": CHECK, "head_sha": PR_HEAD, "status": "completed", "conclusion": "success"}
+    foreign = GitHubClient(fake_github.api_url, fake_github.token).request(
+        "POST", f"/repos/{REPO}/check-runs", body=client_body
+    )
+    foreign_id = int(foreign.body["id"])
+
+    done = runner.run("pull_request", "pull_request.opened.json")
+
+    assert done.code == 0
+    assert not [r for r in fake_github.requests if r.method == "PATCH" and r.path.endswith(f"/check-runs/{foreign_id}")]
+    assert len(fake_github.check_runs) == 2
+
+
+def test_with_a_personal_access_token_the_comment_is_found_by_its_user(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.token_user = "octocat"
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    other_bot = fake_github.add_comment(issue_number=2, body=f"{MARKER}\nanother app", user="other-app[bot]")
+    first = runner.run("pull_request", "pull_request.opened.json")
+    again = runner.run("pull_request", "pull_request.synchronize.json")
+
+    assert (first.code, again.code) == (0, 0)
+    comments = fake_github.comments[2]
+    assert [c["user"]["login"] for c in comments] == ["other-app[bot]", "octocat"]  # one of ours, updated in place
+    assert comments[0]["id"] == other_bot
+    assert comments[0]["body"].endswith("another app")
+    assert first.outputs["comment-url"] == again.outputs["comment-url"]
+
+
+def test_metrics_of_the_measure_job_are_written_for_upload_even_when_training_crashes(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    runner.trainer.crash = True
+    done = runner.run("pull_request_target", _pull_request_target(runner), mode="measure", github_token="")
+    assert done.code == 3
+    assert (runner.workspace / done.outputs["metrics-path"]).is_file()
+    assert fake_github.requests == []
