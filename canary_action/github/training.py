@@ -1,9 +1,10 @@
 """How the action trains: the canary in a child process over the checked-out repository, and, for a lockstep
 baseline, the pull request's base commit checked out beside it and trained in turns with it.
 
-The child runs `python -m canary_action run` (or `pair`) with the repository first on its import path (a
-`trainer_factory` or reward function of the team's own code imports from it), the repository as its working
-directory, and an environment without the action's inputs, the runner's credentials or its command files
+The child runs `python -m canary_action run` (or `pair`) with the repository on its import path after the
+installed packages (a `trainer_factory` or reward function of the team's own code imports from it; a `torch/`
+folder in it does not shadow torch), the repository as its working directory, an environment without the
+action's inputs, the runner's credentials or its command files, and no way to read the action's memory
 (environment.py) — defence in depth: untrusted code belongs in a job given no write token at all. A `setup`
 command first installs what that code needs, into an environment layered over the image's, per tree.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from canary_action.config.load import LoadedConfig
 from canary_action.errors import ERROR_FILE_ENV, CanaryError, TrainingError, UsageError, from_record
-from canary_action.train.launch.environment import child_environment, prepare_setup
+from canary_action.train.launch.environment import child_environment, prepare_setup, unprivileged
 
 _GIT = ("git", "-c", "safe.directory=*")
 _STOP_GRACE_S = 30
@@ -69,7 +70,9 @@ def run_child(tree: Path, setup: str | None, args: Sequence[str]) -> None:
     error_file = scratch / "error.json"
     env[ERROR_FILE_ENV] = str(error_file)
     # Both streams to the job log: the child's report and progress are the step's output.
-    with subprocess.Popen([str(python), "-m", "canary_action", *args], cwd=tree, env=env, stdout=sys.stderr) as child:
+    command = [str(python), "-m", "canary_action", *args]
+    # preexec_fn: the action is single-threaded here, so no lock can be held across the fork.
+    with subprocess.Popen(command, cwd=tree, env=env, stdout=sys.stderr, preexec_fn=unprivileged) as child:  # noqa: PLW1509
         try:
             code = child.wait()
         except KeyboardInterrupt:

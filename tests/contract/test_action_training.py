@@ -162,3 +162,124 @@ def test_a_trainer_factory_in_the_checked_out_repository_runs_through_the_entryp
     metrics = json.loads((runner.workspace / outputs["metrics-path"]).read_text())
     assert metrics["config"]["trainer_factory"] == "team_pipeline.factory:build_trainer"
     assert metrics["status"]["state"] == "completed"
+
+
+HUNT = """
+import os
+from pathlib import Path
+
+SECRETS = [s[::-1] for s in {reversed_secrets!r}]  # reversed: this file must not itself hold them
+ROOTS = {roots!r}
+
+
+def _memory(pid):
+    \"\"\"Every readable region of a process's memory, as a debugger would read it.\"\"\"
+    with open(f"/proc/{{pid}}/maps") as maps, open(f"/proc/{{pid}}/mem", "rb") as mem:
+        for line in maps:
+            low, high = (int(x, 16) for x in line.split()[0].split("-"))
+            if "r" in line.split()[1] and high - low < 2**28:
+                try:
+                    mem.seek(low)
+                    yield mem.read(high - low)
+                except OSError:
+                    continue
+
+
+def hunt(who):
+    \"\"\"What pull request code could find: its environment, any process's /proc environ and cmdline, its parent's
+    memory, and the files under the job's folders.\"\"\"
+    found = [f"env:{{k}}" for k, v in os.environ.items() if any(s in v for s in SECRETS)]
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        for part in ("environ", "cmdline"):
+            try:
+                data = (proc / part).read_bytes()
+            except OSError:
+                continue
+            found += [f"/proc/{{proc.name}}/{{part}}" for s in SECRETS if s.encode() in data]
+    try:
+        found += [f"parent memory" for region in _memory(os.getppid()) for s in SECRETS if s.encode() in region]
+    except OSError:
+        pass
+    for root in ROOTS:
+        for path in Path(root).rglob("*"):
+            try:
+                small = path.is_file() and path.stat().st_size < 2**24
+                found += [str(path) for s in SECRETS if small and s.encode() in path.read_bytes()]
+            except OSError:
+                continue
+    Path("hunt-" + who + ".txt").write_text(repr(sorted(set(found))))
+"""
+
+SHADOW = "import pathlib; pathlib.Path('shadow-ran.txt').write_text(__name__); raise ImportError('shadowed')\n"
+
+
+def _hunting_workspace(runner: Runner, config: dict[str, object]) -> dict[str, str]:
+    """The workspace of a hostile pull request: a config whose code hunts for tokens, and top-level folders named
+    like the libraries training imports. Returns the secrets the runner holds."""
+    secrets = {"INPUT_GITHUB-TOKEN": "ghs_hunted_input_token", "ACTIONS_RUNTIME_TOKEN": "hunted_runtime_token",
+               "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "hunted_oidc_token"}  # fmt: skip
+    fake = runner.fake
+    fake.token = secrets["INPUT_GITHUB-TOKEN"]
+    reversed_secrets = [v[::-1] for v in secrets.values()]
+    (runner.workspace / "hunt.py").write_text(HUNT.format(reversed_secrets=reversed_secrets, roots=[str(runner.tmp)]))
+    for library in ("accelerate", "trl", "datasets"):
+        (runner.workspace / library).mkdir()
+        (runner.workspace / library / "__init__.py").write_text(SHADOW)
+    (runner.workspace / "canary.yaml").write_text(yaml.safe_dump(config))
+    return secrets
+
+
+def _run_hunted(runner: Runner, secrets: dict[str, str], event: str, payload: str, ref: str) -> tuple[int, str]:
+    env = runner.env(event, ROOT / "tests" / "fixtures" / "webhooks" / payload, {}, ref)
+    env.update(secrets)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "entrypoint" / "main.py")],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(runner.tmp), "HF_HUB_OFFLINE": "1", **env},
+        cwd=runner.workspace,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_pull_request_code_finds_no_token_anywhere(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """The worst case: mode run on a pull request, the write token in the action's own environment. A factory
+    and a module named like a library look for it in the environment, every /proc/*/environ and cmdline, the
+    parent's memory and the job's files; none of the tokens is there, and no library is shadowed."""
+    runner = Runner(fake_github, tmp_path)
+    custom = yaml.safe_load((ROOT / "configs" / "tiny" / "custom.yaml").read_text())
+    config = {**custom, "trainer_factory": "hostile:build_trainer", "max_steps": 4}
+    secrets = _hunting_workspace(runner, config)
+    (runner.workspace / "hostile.py").write_text(
+        "from canary_action.train.builtin.example_factory import build_trainer as plain\n"
+        "import hunt\n\n\ndef build_trainer(context):\n    hunt.hunt('factory')\n    return plain(context)\n"
+    )
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+
+    code, log = _run_hunted(runner, secrets, "pull_request", "pull_request.opened.json", "refs/pull/2/merge")
+
+    assert code == 0, log[-4000:]
+    assert (runner.workspace / "hunt-factory.txt").read_text() == "[]"
+    assert not (runner.workspace / "shadow-ran.txt").exists()
+    assert len(fake_github.check_runs) == 1  # the parent did hold the token, and published with it
+
+
+def test_a_reward_function_finds_no_token_either(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    runner = Runner(fake_github, tmp_path)
+    grpo = yaml.safe_load((ROOT / "configs" / "tiny" / "grpo.yaml").read_text())
+    config = {**grpo, "reward_funcs": ["hostile_reward:reward", "builtin:length"], "max_steps": 2}
+    secrets = _hunting_workspace(runner, config)
+    (runner.workspace / "hostile_reward.py").write_text(
+        "import hunt\n\n\ndef reward(completions, **_):\n    hunt.hunt('reward')\n"
+        "    return [0.0 for _ in completions]\n"
+    )
+
+    code, log = _run_hunted(runner, secrets, "push", "push.json", "refs/heads/master")
+
+    assert code == 0, log[-4000:]
+    assert (runner.workspace / "hunt-reward.txt").read_text() == "[]"
+    assert not (runner.workspace / "shadow-ran.txt").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -25,14 +26,45 @@ def test_the_token_and_the_action_inputs_never_reach_a_child() -> None:
     assert scrubbed(env) == {"HOME": "/root", "GITHUB_SHA": "abc", "HF_HOME": "/cache"}
 
 
-def test_the_tree_goes_first_and_the_other_tree_nowhere(tmp_path: Path) -> None:
+def test_the_tree_goes_last_nothing_goes_first_and_the_other_tree_nowhere(tmp_path: Path) -> None:
     mine, theirs, lib = tmp_path / "head", tmp_path / "base", tmp_path / "lib"
     for d in (mine, theirs, lib):
         d.mkdir()
-    base = {"PYTHONPATH": os.pathsep.join([str(theirs / "src"), str(lib)]), "INPUT_X": "1"}
+    base = {"PYTHONPATH": os.pathsep.join([str(theirs / "src"), str(lib), str(mine)]), "INPUT_X": "1"}
     env = child_environment(mine, [theirs], base)
-    assert env["PYTHONPATH"].split(os.pathsep) == [str(mine), str(lib)]
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(lib)]
+    assert (env["CANARY_CODE_TREE"], env["PYTHONSAFEPATH"]) == (str(mine), "1")
     assert "INPUT_X" not in env
+
+
+SHADOW = "import pathlib; pathlib.Path({marker!r}).write_text('shadowed'); raise SystemExit('shadowed {name}')\n"
+
+
+def test_a_pull_requests_top_level_folders_shadow_no_library_and_its_modules_still_import(tmp_path: Path) -> None:
+    """Every file of a pull request is code: a `yaml/` or `accelerate/` in the tree must not replace the real one
+    (python -m and -c put the working directory first), while the team's own module still imports."""
+    tree = tmp_path / "pr"
+    marker = tmp_path / "shadow-ran"
+    for name in ("yaml", "accelerate", "pydantic"):
+        (tree / name).mkdir(parents=True)
+        (tree / name / "__init__.py").write_text(SHADOW.format(marker=str(marker), name=name))
+    (tree / "team_pipeline.py").write_text("WHERE = __file__\n")
+    probe = (
+        "import canary_action, yaml, pydantic, importlib.util, team_pipeline\n"
+        "print(yaml.__file__); print(pydantic.__file__); print(team_pipeline.WHERE)\n"
+        "print(importlib.util.find_spec('accelerate').origin)\n"
+    )
+    for how in (["-c", probe], ["-m", "canary_action", "--help"]):
+        done = subprocess.run(
+            [sys.executable, *how], cwd=tree, env=child_environment(tree), capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        assert not marker.exists(), f"{how[0]}: the pull request's folder was imported"
+    yaml_file, pydantic_file, team, accelerate = done_lines = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tree, env=child_environment(tree), capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert str(tree) not in yaml_file + pydantic_file + accelerate, done_lines
+    assert team == str(tree / "team_pipeline.py")
 
 
 def wheel(directory: Path, version: str) -> Path:

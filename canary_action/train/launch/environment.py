@@ -1,12 +1,20 @@
-"""What a child canary process gets to see: its code tree first on the import path, what a setup command
-installed for it, and no token.
+"""What a child canary process gets to see: its code tree on the import path after the installed packages,
+what a setup command installed for it, and no token.
 
 Training runs code from the pull request (a factory, a reward function, a collator). It runs in a child
-process whose environment holds none of the action's inputs, the runner's tokens or its command files. That is
-defence in depth, not a boundary: a process of the same user can still read its parent's environment
-(/proc/PPID/environ) and write the runner's files, so code from an untrusted pull request belongs in a job that
-was given no write token at all (docs/action.md, "Forks"). The tree (the checked-out repository, or one side
-of a lockstep pair) is first on the child's import path, and nothing inside another tree is on it.
+process whose environment holds none of the action's inputs, the runner's tokens or its command files, and
+that cannot read its parent's memory or environment: the action makes itself non-dumpable (`seal_process`),
+which keeps /proc/PPID/environ, /proc/PPID/mem and /proc/PPID/maps from a process of the same user unless it
+holds capabilities; so children start without any (`unprivileged`: a Docker action runs as root, and root with
+its default capabilities still reads them). That is defence in depth, not a boundary: code from an
+untrusted pull request belongs in a job that was given no write token at all (docs/action.md, "Trust").
+
+Every file of a pull request is code, its top-level folders too: a `torch/` or `accelerate/` beside the
+config must not replace the real one. So the child runs with PYTHONSAFEPATH (`python -m` and `-c` put no
+working directory first on the path, in the child and in every process it starts), and the tree — the
+checked-out repository, or one side of a lockstep pair — is appended to the path by canary_action's own
+import (CANARY_CODE_TREE), after the standard library and the installed packages: a team's `team_pipeline`
+imports, a `torch/` in the tree does not. Nothing inside another tree is on the path.
 
 A setup command (the action's `setup` input, `canary pair --setup`) runs in the tree inside a virtual
 environment of its own, layered over the image's: a `.pth` file puts the image's site-packages after the
@@ -17,6 +25,7 @@ The child then runs with that environment's Python, and the fingerprint lists wh
 
 from __future__ import annotations
 
+import ctypes
 import os
 import site
 import subprocess
@@ -35,6 +44,12 @@ SECRET_NAMES: Final = frozenset({
     "GITHUB_ENV", "GITHUB_PATH", "GITHUB_OUTPUT", "GITHUB_STATE", "GITHUB_STEP_SUMMARY",
 })  # fmt: skip
 SETUP_PREFIX_ENV: Final = "CANARY_SETUP_PREFIX"
+#: The code tree a child appends to sys.path when canary_action is imported (canary_action/__init__.py).
+CODE_TREE_ENV: Final = "CANARY_CODE_TREE"
+_PR_SET_DUMPABLE: Final = 4
+_PR_CAPBSET_DROP: Final = 24
+_PR_SET_NO_NEW_PRIVS: Final = 38
+_CAP_LAST_CAP: Final = Path("/proc/sys/kernel/cap_last_cap")
 _SETUP_TAIL_LINES: Final = 20
 
 
@@ -44,13 +59,50 @@ def scrubbed(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def child_environment(tree: Path, trees: Sequence[Path] = (), base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A scrubbed copy of `base` (this process's environment) with `tree` first on PYTHONPATH and no entry inside
-    `trees` (the other side of a pair) after it."""
+    """A scrubbed copy of `base` (this process's environment) whose import path ends with `tree`, puts no working
+    directory first, and has no entry inside `trees` (the other side of a pair)."""
     env = scrubbed(os.environ if base is None else base)
-    others = [t.resolve() for t in trees]
+    others = [t.resolve() for t in (tree, *trees)]
     inherited = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and not _inside(Path(p), others)]
-    env["PYTHONPATH"] = os.pathsep.join([str(tree), *inherited])
+    env["PYTHONPATH"] = os.pathsep.join(inherited)
+    if not inherited:
+        del env["PYTHONPATH"]
+    env.update({"PYTHONSAFEPATH": "1", CODE_TREE_ENV: str(tree)})
     return env
+
+
+def safe_path_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """For processes the canary starts itself (the launcher's ranks): no working directory first on their path;
+    the code tree (this process's, or the working directory of a `canary run` at a terminal) appended last."""
+    env = dict(os.environ if base is None else base)
+    env.setdefault(CODE_TREE_ENV, str(Path.cwd()))
+    env["PYTHONSAFEPATH"] = "1"
+    return env
+
+
+def seal_process() -> None:
+    """Make this process non-dumpable: a process without capabilities (a child started `unprivileged`, or any
+    unprivileged one) can then read neither its /proc/PID/environ nor its memory, where the token is."""
+    _prctl(_PR_SET_DUMPABLE, 0)
+
+
+def unprivileged() -> None:
+    """preexec_fn of every child that runs pull request code: empty its capability bounding set, so that a child
+    running as root (a Docker action) gets no capability back at exec, and let nothing it runs gain privileges
+    (setuid binaries, file capabilities). It keeps its user: it still reads and writes what root owns. Not
+    root: there is nothing to drop, and the refusals change nothing."""
+    last = int(_CAP_LAST_CAP.read_text()) if _CAP_LAST_CAP.is_file() else 40
+    for capability in range(last + 1):
+        _prctl(_PR_CAPBSET_DROP, capability)
+    _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+
+
+def _prctl(option: int, arg: int) -> None:
+    """prctl(2) where there is one (Linux); a refusal (EPERM: nothing to drop) changes nothing and is fine."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
 
 
 def prepare_setup(command: str, tree: Path, prefix: Path, env: Mapping[str, str]) -> tuple[Path, dict[str, str]]:
@@ -75,7 +127,10 @@ def prepare_setup(command: str, tree: Path, prefix: Path, env: Mapping[str, str]
     # `pip` inside the environment is the image's pip module run by this environment's python.
     (prefix / "bin" / "pip").write_text(f'#!/bin/sh\nexec "{python}" -m pip "$@"\n', encoding="utf-8")
     (prefix / "bin" / "pip").chmod(0o755)
-    done = subprocess.run(["/bin/sh", "-c", command], cwd=tree, env=child, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["/bin/sh", "-c", command], cwd=tree, env=child, capture_output=True, text=True, check=False,
+        preexec_fn=unprivileged,  # the setup command is the pull request's code too
+    )  # fmt: skip
     print(done.stdout + done.stderr, file=sys.stderr, end="")
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-_SETUP_TAIL_LINES:])

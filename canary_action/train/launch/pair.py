@@ -36,7 +36,7 @@ from canary_action.config.load import LoadedConfig, load_config
 from canary_action.errors import CanaryError, ConfigError, TrainingError, UsageError
 from canary_action.metrics import schema as m
 from canary_action.metrics.pair import PairRecord, Round, Side, SideEnd
-from canary_action.train.launch.environment import child_environment, prepare_setup
+from canary_action.train.launch.environment import child_environment, prepare_setup, unprivileged
 from canary_action.train.launch.outcome import new_run_dir
 from canary_action.train.launch.pair_side import SideSpec
 
@@ -205,7 +205,12 @@ def _start(
                "--turns", str(to_side_r), str(from_side_w)]  # fmt: skip
     # The sides' training logs go to stderr: stdout belongs to the command's summary.
     side.process = subprocess.Popen(
-        command, cwd=side.tree, env=env, stdout=sys.stderr, pass_fds=(to_side_r, from_side_w)
+        command,
+        cwd=side.tree,
+        env=env,
+        stdout=sys.stderr,
+        pass_fds=(to_side_r, from_side_w),
+        preexec_fn=unprivileged,  # noqa: PLW1509  # one thread here: no lock can be held across the fork
     )
     os.close(to_side_r)
     os.close(from_side_w)
@@ -214,8 +219,8 @@ def _start(
 
 
 def side_environment(tree: Path, trees: Sequence[Path]) -> dict[str, str]:
-    """The side's environment (environment.py: no tokens, its tree first on the import path, no path inside
-    either tree after it; `python -m` also puts the working directory, the tree, first), malloc tuned."""
+    """The side's environment (environment.py: no tokens, its tree last on the import path, nothing first, no
+    path inside the other tree), malloc tuned."""
     env = child_environment(tree, trees)
     return env if env.get(MALLOC_OPT_OUT) == "default" else {**MALLOC_ALLOCATOR_ENV, **env}
 

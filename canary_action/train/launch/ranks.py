@@ -38,6 +38,7 @@ from canary_action.metrics.merge import (
 )
 from canary_action.metrics.summarize import steady_rows, summarize
 from canary_action.train import distributed
+from canary_action.train.launch.environment import safe_path_environment
 from canary_action.train.launch.outcome import RunOutcome
 from canary_action.train.launch.rank_worker import LaunchSpec
 from canary_action.train.placement import cpu_threads
@@ -171,7 +172,7 @@ def collect_ranks(directory: Path, world_size: int) -> list[RankRun]:
 
 def _run_launcher(command: list[str], limit_s: float) -> int:
     # The ranks' output goes to stderr: stdout belongs to `canary run`'s summary.
-    with subprocess.Popen(command, stdout=sys.stderr) as launcher:
+    with subprocess.Popen(command, stdout=sys.stderr, env=safe_path_environment()) as launcher:
         try:
             return launcher.wait(timeout=limit_s)
         except subprocess.TimeoutExpired:
