@@ -12,6 +12,7 @@ command first installs what that code needs, into an environment layered over th
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from canary_action.config.load import LoadedConfig
 from canary_action.errors import ERROR_FILE_ENV, CanaryError, TrainingError, UsageError, from_record
+from canary_action.metrics.stream import rebuild_killed
 from canary_action.train.launch.environment import child_environment, prepare_setup, unprivileged
 
 _GIT = ("git", "-c", "safe.directory=*")
@@ -43,8 +45,10 @@ class ChildTrainer:
         except CanaryError as error:
             # Where the run's metrics.json is, the parent finds for itself: the child's word names no path here.
             made = _new_runs(output_dir, before)
-            if isinstance(error, TrainingError):
-                error.metrics_path = made[0] / "metrics.json" if len(made) == 1 else None
+            if isinstance(error, TrainingError) and len(made) == 1:
+                # A killed child left its provisional metrics.json and streamed steps: this process finishes it.
+                rebuild_killed(made[0])
+                error.metrics_path = made[0] / "metrics.json"
             raise
         made = _new_runs(output_dir, before)
         if len(made) != 1:
@@ -86,9 +90,12 @@ def run_child(tree: Path, setup: str | None, args: Sequence[str]) -> None:
         return
     if error_file.is_file():
         raise from_record(json.loads(error_file.read_text(encoding="utf-8")))
+    how = (
+        f"was killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"ended with exit status {code}"
+    )
     raise TrainingError(
-        f"the canary process ended with exit status {code} without saying why",
-        fix="read the job log above (killed for memory? a signal?)",
+        f"the canary process {how} without saying why",
+        fix="read the job log above (killed for memory? a native crash?); the steps it measured are kept",
     )
 
 

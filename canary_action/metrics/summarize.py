@@ -263,3 +263,16 @@ def _rate(series: Mapping[str, Column], name: str, durations: list[float | None]
 def _peak(series: Mapping[str, Column], name: str) -> float | None:
     values = [v for v in series.get(name) or [] if v is not None and math.isfinite(v)]
     return max(values) if values else None
+
+
+def stability_of(series: Mapping[str, Column], non_finite: list[schema.NonFiniteEvent]) -> schema.Stability:
+    """The stability findings of a run's series and its non-finite events."""
+    divergence = find_divergence(series.get(schema.LOSS, []))
+    return schema.Stability(
+        non_finite=non_finite,
+        num_nan_steps=len({e.step for e in non_finite if e.value == "nan"}),
+        num_inf_steps=len({e.step for e in non_finite if e.value != "nan"}),
+        loss_diverged=divergence is not None,
+        divergence_step=divergence,
+        grad_norm_spikes=find_grad_norm_spikes(series.get(schema.GRAD_NORM, []), series.get(schema.STEP, [])),
+    )

@@ -10,7 +10,6 @@ Files, under <run_dir>/ranks/ (read back by launch/ranks.py):
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,9 @@ import torch
 import torch.distributed as dist
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from canary_action.metrics.merge import RankRecord, Series
+from canary_action.metrics.merge import RankRecord
 from canary_action.train.callback import RunRecord
+from canary_action.train.stream import RowStream
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class RankSync(TrainerCallback):
     def __init__(self, record: RunRecord, context: RankContext) -> None:
         self.record = record
         self.context = context
-        self._written = 0
+        self.stream = RowStream(record, context.steps_path)
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
         flag = torch.tensor([1.0 if control.should_training_stop else 0.0], device=args.device)
@@ -83,18 +83,10 @@ class RankSync(TrainerCallback):
             control.should_training_stop = True
             if self.record.stop_reason is None:
                 self.record.stop_reason, self.record.stop_step = "peer", state.global_step
-        # The newest row still receives this step's logs (on_log comes after on_step_end): write up to it.
-        self.flush(keep_last=True)
+        self.stream.on_step_end(args, state, control)
 
-    def flush(self, *, keep_last: bool = False) -> None:
-        end = len(self.record.rows) - (1 if keep_last else 0)
-        if end <= self._written:
-            return
-        self.context.directory.mkdir(parents=True, exist_ok=True)
-        with self.context.steps_path.open("a", encoding="utf-8") as f:
-            for row in self.record.rows[self._written : end]:
-                f.write(json.dumps(row) + "\n")
-        self._written = end
+    def flush(self) -> None:
+        self.stream.flush()
 
 
 def write_record(context: RankContext, record: RankRecord) -> None:
@@ -102,18 +94,3 @@ def write_record(context: RankContext, record: RankRecord) -> None:
     tmp = context.record_path.with_suffix(".tmp")
     tmp.write_text(record.model_dump_json(indent=2), encoding="utf-8")
     tmp.replace(context.record_path)  # whole or absent: the launcher reads it after the process ended
-
-
-def read_rows(path: Path) -> Series:
-    """A steps file back as columns; a torn last line (the process died while writing it) is dropped."""
-    rows: list[dict[str, float | None]] = []
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    names: dict[str, None] = {}
-    for row in rows:
-        names.update(dict.fromkeys(row))
-    return {name: [row.get(name) for row in rows] for name in names}

@@ -31,7 +31,8 @@ from canary_action.fingerprint import collect_environment, git_revision
 from canary_action.metrics import schema as m
 from canary_action.metrics.io import write_metrics
 from canary_action.metrics.merge import RankRecord
-from canary_action.metrics.summarize import find_divergence, find_grad_norm_spikes, summarize
+from canary_action.metrics.stream import KILLED, KILLED_MESSAGE, STEPS_FILE
+from canary_action.metrics.summarize import stability_of, summarize
 from canary_action.train import data, distributed
 from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters, StepGate, TrainingStopped
 from canary_action.train.comm import CommTimer
@@ -43,6 +44,7 @@ from canary_action.train.progress import ProgressLine
 from canary_action.train.ranks import RankContext, RankSync
 from canary_action.train.setup import TrainingSetup
 from canary_action.train.stages import current_stage, stage
+from canary_action.train.stream import RowStream
 
 
 def family_module(training_type: str) -> ModuleType:
@@ -74,6 +76,7 @@ class CanaryRun:
         self.workload: m.Workload | None = None
         self.profiler: ProfilerWindow | None = None
         self.sync: RankSync | None = None
+        self.stream: RowStream | None = None
         self.status = m.Status(state="completed")
         self.failure: tuple[float, str | None] | None = None  # (unix time, a CanaryError's fix)
 
@@ -105,7 +108,10 @@ class CanaryRun:
         if lead:
             callbacks.append(ProgressLine(self.record, config.max_steps, config.name))
         comm = None
-        if self.rank is not None:  # after MetricsCallback, which creates each step's row
+        if self.rank is None:  # after MetricsCallback, which creates each step's row
+            self.stream = RowStream(self.record, self.run_dir / STEPS_FILE)
+            callbacks.append(self.stream)
+        else:
             comm = CommTimer(self.record, self.rank.rank, placement.on_cuda, self.warnings)
             self.sync = RankSync(self.record, self.rank)
             callbacks += [comm, self.sync]
@@ -146,7 +152,19 @@ class CanaryRun:
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("".join(traceback.format_exception(error)))
 
+    def provisional(self, run_id: str, started: datetime, pair: m.PairSide | None = None) -> None:
+        """metrics.json as a killed run leaves it (metrics/stream.py): replaced by `finish`, rebuilt with the
+        streamed steps by the parent when the process dies first."""
+        status = m.Status(state="failed", reason=KILLED, stage="preflight", message=KILLED_MESSAGE)
+        metrics = assemble_metrics(
+            self.config, run_id=run_id, started=started, series={}, summary=None, non_finite=[], workload=None,
+            profiler=None, status=status, notices=self.notices, warnings=[], pair=pair,
+        )  # fmt: skip
+        write_metrics(metrics, self.run_dir / "metrics.json")
+
     def finish(self, run_id: str, started: datetime, pair: m.PairSide | None = None) -> m.Metrics:
+        if self.stream is not None:
+            self.stream.flush()
         series = self.record.series()
         warmup = self.config.metrics_warmup_steps
         metrics = assemble_metrics(
@@ -213,15 +231,7 @@ def assemble_metrics(
     """metrics.json of a run: its measurements plus identity, environment and the stability findings."""
     finished = datetime.now(UTC)
     sha, dirty = git_revision(Path.cwd())
-    divergence = find_divergence(series.get(m.LOSS, []))
-    stability = m.Stability(
-        non_finite=non_finite,
-        num_nan_steps=len({e.step for e in non_finite if e.value == "nan"}),
-        num_inf_steps=len({e.step for e in non_finite if e.value != "nan"}),
-        loss_diverged=divergence is not None,
-        divergence_step=divergence,
-        grad_norm_spikes=find_grad_norm_spikes(series.get(m.GRAD_NORM, []), series.get(m.STEP, [])),
-    )
+    stability = stability_of(series, non_finite)
     return m.Metrics(
         run=m.RunIdentity(
             run_id=run_id,

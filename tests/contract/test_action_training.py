@@ -283,3 +283,54 @@ def test_a_reward_function_finds_no_token_either(fake_github: FakeGitHub, tmp_pa
     assert code == 0, log[-4000:]
     assert (runner.workspace / "hunt-reward.txt").read_text() == "[]"
     assert not (runner.workspace / "shadow-ran.txt").exists()
+
+
+KILLER = """
+import os
+import signal
+
+from transformers import TrainerCallback
+
+from canary_action.train.builtin.example_factory import build_trainer as plain
+
+
+class KillAt(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == 3:
+            os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would, or a native crash
+
+
+def build_trainer(context):
+    trainer = plain(context)
+    trainer.add_callback(KillAt())
+    return trainer
+"""
+
+
+def test_a_training_process_killed_mid_run_leaves_its_steps_and_a_completed_check(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    """SIGKILL cannot be caught: the child streamed each step, and the action (its parent) finishes metrics.json
+    from the stream and completes the check run it started as a failure."""
+    runner = Runner(fake_github, tmp_path)
+    custom = yaml.safe_load((ROOT / "configs" / "tiny" / "custom.yaml").read_text())
+    (runner.workspace / "canary.yaml").write_text(
+        yaml.safe_dump({**custom, "trainer_factory": "killer:build_trainer", "max_steps": 8})
+    )
+    (runner.workspace / "killer.py").write_text(KILLER)
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+
+    code, log, outputs = run_entrypoint(runner, "pull_request", "pull_request.opened.json", "refs/pull/2/merge")
+
+    assert code == 3, log[-4000:]
+    assert "killed by signal 9 (SIGKILL)" in log
+    metrics = json.loads((runner.workspace / outputs["metrics-path"]).read_text())
+    assert (metrics["status"]["state"], metrics["status"]["reason"], metrics["status"]["step"]) == (
+        "failed",
+        "killed",
+        3,
+    )
+    assert metrics["series"]["step"] == [1.0, 2.0]  # the steps measured before the kill
+    [check] = fake_github.check_runs
+    assert (check["status"], check["conclusion"]) == ("completed", "failure")
+    assert outputs["verdict"] == "crashed"

@@ -36,6 +36,7 @@ from canary_action.config.load import LoadedConfig, load_config
 from canary_action.errors import CanaryError, ConfigError, TrainingError, UsageError
 from canary_action.metrics import schema as m
 from canary_action.metrics.pair import PairRecord, Round, Side, SideEnd
+from canary_action.metrics.stream import rebuild_killed
 from canary_action.train.launch.environment import child_environment, prepare_setup, unprivileged
 from canary_action.train.launch.outcome import new_run_dir
 from canary_action.train.launch.pair_side import SideSpec
@@ -290,6 +291,7 @@ def _finish(side: _Side, *, now: bool = False) -> None:
         except subprocess.TimeoutExpired:
             side.process.kill()
             side.process.wait()
+    rebuild_killed(side.run_dir)  # a side killed (SIGKILL, out of memory) left its streamed steps: finish its file
 
 
 def _end(side: _Side) -> SideEnd:

@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         run = CanaryRun(loaded, spec.run_dir, gate=gate)
         reset_stage()
         quiet_library_progress_bars()
+        run.provisional(spec.run_id, spec.started, pair=spec.side)  # what a SIGKILL leaves
         code = 0
         signal.signal(signal.SIGTERM, _terminated)
         try:

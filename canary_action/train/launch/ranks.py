@@ -36,13 +36,14 @@ from canary_action.metrics.merge import (
     merge_series,
     merge_status,
 )
+from canary_action.metrics.stream import read_rows
 from canary_action.metrics.summarize import steady_rows, summarize
 from canary_action.train import distributed
 from canary_action.train.launch.environment import safe_path_environment
 from canary_action.train.launch.outcome import RunOutcome
 from canary_action.train.launch.rank_worker import LaunchSpec
 from canary_action.train.placement import cpu_threads
-from canary_action.train.ranks import read_rows, record_path, steps_path
+from canary_action.train.ranks import record_path, steps_path
 from canary_action.train.run import assemble_metrics, family_module, profiler_steps
 from canary_action.train.stages import current_stage, reset_stage, stage
 

@@ -16,6 +16,7 @@ def run_single(loaded: LoadedConfig, run_id: str, run_dir: Path, started: dateti
     run = CanaryRun(loaded, run_dir)
     reset_stage()
     quiet_library_progress_bars()
+    run.provisional(run_id, started)  # what a SIGKILL leaves, with the steps streamed beside it
     try:
         run.execute()
     except BaseException as error:  # everything, Ctrl-C included: the measurements are written first
