@@ -1,17 +1,21 @@
-"""The subset of GitHub's expression language the example workflows' `if:` conditions use, evaluated, so a
-test can say which events a job runs for (tests/unit/test_examples.py)."""
+"""The subset of GitHub's expression language the example workflows use, evaluated, and a workflow's jobs run
+through in `needs` order, so a test can say which events reach which job, with which values
+(tests/unit/test_examples.py)."""
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 
 class Expression:
     """Evaluates the subset of GitHub's expression language the examples' `if:` conditions use: property
     paths, string and boolean literals, ! == != && || and parentheses, contains, startsWith, fromJSON.
-    As on GitHub, a missing property is null and string comparison ignores case. Anything else fails."""
+    As on GitHub, a missing property is null and string comparison ignores case. The status functions
+    (success(), always(), ...) are given by the caller, who knows the jobs' results. Anything else fails."""
 
     TOKEN = re.compile(r"\s*(?:(\|\||&&|==|!=|[!().,])|'((?:[^']|'')*)'|([A-Za-z_][\w-]*))")
 
@@ -21,6 +25,7 @@ class Expression:
             source = source[3:-2]
         self.tokens: list[tuple[str, Any]] = []
         self.pos, self.context = 0, {}
+        self.functions: Mapping[str, Callable[[], bool]] = {}
         pos = 0
         while pos < len(source.rstrip()):
             match = self.TOKEN.match(source, pos)
@@ -34,8 +39,8 @@ class Expression:
                 self.tokens.append(("name", name))
             pos = match.end()
 
-    def evaluate(self, context: dict[str, Any]) -> Any:
-        self.pos, self.context = 0, context
+    def evaluate(self, context: dict[str, Any], functions: Mapping[str, Callable[[], bool]] | None = None) -> Any:
+        self.pos, self.context, self.functions = 0, context, functions or {}
         value = self._or()
         assert self.pos == len(self.tokens), "trailing tokens"
         return value
@@ -92,6 +97,9 @@ class Expression:
             return {"true": True, "false": False, "null": None}[text]
         if self._take("("):
             args = [] if self._take(")") else self._arguments()
+            if text in self.functions:
+                assert not args, f"{text}() takes no arguments"
+                return self.functions[text]()
             return call(text, args)
         value: Any = self.context.get(text)
         while self._take("."):
@@ -130,3 +138,76 @@ def call(name: str, args: list[Any]) -> Any:
     if name == "startsWith":
         return str(args[0]).casefold().startswith(str(args[1]).casefold())
     raise AssertionError(f"function {name} is not supported by this test's evaluator")
+
+
+STATUS_FUNCTION = re.compile(r"\b(success|failure|always|cancelled)\s*\(")
+EMBEDDED = re.compile(r"\$\{\{(.*?)\}\}", re.S)
+
+
+def interpolate(text: str, context: dict[str, Any]) -> str:
+    """A string with `${{ ... }}` in it, as the runner renders it (null is the empty string)."""
+
+    def value(match: re.Match[str]) -> str:
+        result = Expression(match.group(1)).evaluate(context)
+        return "" if result is None else str(result).lower() if isinstance(result, bool) else str(result)
+
+    return EMBEDDED.sub(value, text)
+
+
+@dataclass
+class JobRun:
+    result: str  # success, failure, cancelled or skipped, as in `needs.<job>.result`
+    outputs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ran(self) -> bool:
+        return self.result != "skipped"
+
+
+def needs_of(job: dict[str, Any]) -> list[str]:
+    needs = job.get("needs") or []
+    return [needs] if isinstance(needs, str) else list(needs)
+
+
+def status_functions(results_of_needs: list[str]) -> dict[str, Callable[[], bool]]:
+    """success() and failure() over the needed jobs' results; the run itself is never cancelled here."""
+    return {
+        "success": lambda: all(r == "success" for r in results_of_needs),
+        "failure": lambda: any(r == "failure" for r in results_of_needs),
+        "always": lambda: True,
+        "cancelled": lambda: False,
+    }
+
+
+def run_jobs(
+    workflow: dict[str, Any], github: dict[str, Any], results: Mapping[str, str] | None = None
+) -> dict[str, JobRun]:
+    """Which jobs of `workflow` run for the event in `github`, and their outputs, in `needs` order. A job that
+    runs ends with `results[name]` (default success). As on GitHub, a condition without a status function is
+    `success() && (...)`: a job whose needs did not all succeed is skipped unless its condition says otherwise.
+    Outputs that come from steps (`steps.*`) are empty: only what the workflow file decides is evaluated."""
+    jobs: dict[str, dict[str, Any]] = workflow["jobs"]
+    done: dict[str, JobRun] = {}
+    while len(done) < len(jobs):
+        ready = [n for n, j in jobs.items() if n not in done and all(d in done for d in needs_of(j))]
+        assert ready, f"the needs of {sorted(set(jobs) - set(done))} form a cycle or name no job"
+        for name in ready:
+            job = jobs[name]
+            needed = {d: done[d] for d in needs_of(job)}
+            context = {
+                "github": github,
+                "needs": {d: {"result": r.result, "outputs": r.outputs} for d, r in needed.items()},
+            }
+            results_of_needs = [r.result for r in needed.values()]
+            functions = status_functions(results_of_needs)
+            condition = str(job.get("if", "")).strip()
+            if condition.startswith("${{") and condition.endswith("}}"):
+                condition = condition[3:-2]
+            if not STATUS_FUNCTION.search(condition):
+                condition = f"success() && ({condition})" if condition else "success()"
+            if not truthy(Expression(condition).evaluate(context, functions)):
+                done[name] = JobRun("skipped")
+                continue
+            outputs = {key: interpolate(str(value), context) for key, value in (job.get("outputs") or {}).items()}
+            done[name] = JobRun((results or {}).get(name, "success"), outputs)
+    return done
