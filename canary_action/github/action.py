@@ -174,17 +174,25 @@ class Step:
             self.degrade(e, "write the PR comment")
 
     def clear_output_dir(self) -> None:
-        """Start from an empty output-dir: a self-hosted runner keeps its workspace, and an earlier run's files
-        would otherwise travel in this run's artifact (and become a second baseline)."""
-        out_dir, workspace = self.out_dir, self.runner.workspace
-        if not out_dir.is_dir() or not any(out_dir.iterdir()):
-            return
+        """Start from an empty output-dir inside the workspace: a self-hosted runner keeps its workspace, and an
+        earlier run's files would otherwise travel in this run's artifact (and become a second baseline). One
+        that leads out of the workspace (`..`, a symbolic link a checked-out repository can hold) is refused:
+        the action writes as root, and the upload step would not find it either."""
+        out_dir, workspace = self.out_dir, self.runner.workspace.resolve()
         resolved = out_dir.resolve()
-        if resolved == workspace.resolve() or workspace.resolve() not in resolved.parents:
+        if resolved == workspace or workspace not in resolved.parents:
             raise UsageError(
-                f"output-dir {out_dir} is not empty and is not a folder inside the workspace",
+                f"output-dir {self.inputs.output_dir} leads to {resolved}, not to a folder inside the workspace",
+                fix="set output-dir to a folder of its own under the workspace (the default: canary-output), "
+                "not a symbolic link",
+            )
+        if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+            raise UsageError(
+                f"output-dir {self.inputs.output_dir} is {'a symbolic link' if out_dir.is_symlink() else 'a file'}",
                 fix="set output-dir to a folder of its own under the workspace (the default: canary-output)",
             )
+        if not out_dir.is_dir() or not any(out_dir.iterdir()):
+            return
         self.log.line(f"clearing {out_dir} (files of an earlier run)")
         shutil.rmtree(out_dir)
 

@@ -343,3 +343,18 @@ def test_metrics_of_the_measure_job_are_written_for_upload_even_when_training_cr
     assert done.code == 3
     assert (runner.workspace / done.outputs["metrics-path"]).is_file()
     assert fake_github.requests == []
+
+
+def test_an_output_dir_leading_out_of_the_workspace_is_refused(runner: Runner, fake_github: FakeGitHub) -> None:
+    """A checked-out repository can hold a symbolic link where output-dir points: never written through."""
+    outside = runner.tmp / "outside"
+    outside.mkdir()
+    (runner.workspace / "canary-output").symlink_to(outside)
+    linked = runner.run("pull_request_target", _pull_request_target(runner), mode="measure", github_token="")
+    dotted = runner.run("push", "push.json", ref="refs/heads/master", output_dir="../outside")
+
+    for done in (linked, dotted):
+        assert done.code == 2, done.log
+        assert "not to a folder inside the workspace" in done.log
+    assert list(outside.iterdir()) == []
+    assert runner.trainer.calls == 0
