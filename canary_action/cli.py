@@ -21,6 +21,7 @@ import click
 
 from canary_action import __version__
 from canary_action.config.thresholds import Tier
+from canary_action.destinations import baseline_target, output_folder, write_output
 from canary_action.errors import (
     CanaryError,
     ConfigError,
@@ -136,6 +137,10 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
     loaded = load_config(config, overrides)
     for notice in loaded.notices:
         click.echo(f"note: {notice}", err=True)
+    if output_dir is not None:
+        output_folder(output_dir, flag="-o")
+    else:
+        output_folder(Path(loaded.config.output_dir), flag="output_dir")
     from canary_action.train.launch import run_canary  # the heavy import, only for this command
 
     outcome = run_canary(loaded, output_dir)
@@ -238,6 +243,8 @@ def pair_command(  # click passes options as keywords
     from canary_action.compare.command import run_compare
     from canary_action.train.launch.pair import run_pair
 
+    if output_dir is not None:
+        output_folder(output_dir, flag="-o")
     outcome = run_pair(
         base_tree, head_tree, config, output_dir=output_dir, overrides=overrides, chunk_steps=chunk_steps,
         seed=seed, cpus=_cpu_list(cpus) if cpus else None, setup=setup,
@@ -317,15 +324,16 @@ def init_config(out: Path, training_type: str, tier: str, force: bool) -> None:
 
     if out.exists() and not force:
         raise UsageError(f"{out} exists", fix="choose another path, or pass --force to overwrite it")
-    out.write_text(write_sample_config(training_type, tier))
+    write_output(out, write_sample_config(training_type, tier), flag="OUT")
     click.echo(f"wrote {out} ({training_type}, {tier} tier)")
 
 
 @cli.command("save-baseline")
 @click.argument("metrics", type=click.Path(path_type=Path))
-@click.argument("dest", type=click.Path(path_type=Path))
-def save_baseline(metrics: Path, dest: Path) -> None:
-    """Validate a metrics.json and store it as a baseline (DEST: a file, or a directory to put it in)."""
+@click.argument("dest", type=click.Path())  # a str: a trailing / (a folder to create) must survive
+def save_baseline(metrics: Path, dest: str) -> None:
+    """Validate a metrics.json and store it as a baseline: DEST is the file, or a folder (one that exists, or
+    any path ending in /) to put <run_id>.json in. An existing file is never replaced."""
     from canary_action.metrics.io import read_metrics, write_metrics
 
     loaded = read_metrics(metrics)
@@ -334,9 +342,11 @@ def save_baseline(metrics: Path, dest: Path) -> None:
             f"{metrics} is a failed run ({loaded.status.exception_type} during {loaded.status.stage})",
             fix="a baseline must come from a run that trained; rerun the canary and save that",
         )
-    target = dest / f"{loaded.run.run_id}.json" if dest.is_dir() else dest
-    target.parent.mkdir(parents=True, exist_ok=True)
-    write_metrics(loaded, target)
+    target = baseline_target(dest, loaded.run.run_id, metrics=metrics)
+    try:
+        write_metrics(loaded, target)
+    except OSError as e:
+        raise UsageError(f"cannot write {target}: {e.strerror or e}", fix="pass a DEST in a writable folder") from e
     note = (
         f" (stopped early: {loaded.status.reason} at step {loaded.status.step})"
         if loaded.status.state != "completed"
@@ -378,8 +388,7 @@ def _emit(text: str, output: Path | None, what: str) -> None:
     if output is None:
         click.echo(text, nl=False)
         return
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8")
+    write_output(output, text, flag="-o")
     click.echo(f"{what}\nwrote {output}", err=True)
 
 

@@ -22,7 +22,7 @@ from pydantic_core import ErrorDetails
 from canary_action.config import messages
 from canary_action.config.sample import write_sample_config
 from canary_action.config.schema import FAMILIES, LEGACY_ALGORITHM_KEYS, CanaryConfig, CommonConfig
-from canary_action.config.source import line_finder, read_yaml
+from canary_action.config.source import line_finder, parse_yaml, read_yaml
 from canary_action.config.thresholds import ThresholdFile
 from canary_action.errors import ConfigError
 
@@ -91,7 +91,7 @@ def load_threshold_file(path: Path) -> ThresholdFile:
     except ValidationError as exc:
         errors = messages.describe_errors(exc.errors(include_url=False), ThresholdFile, line_of=line_finder(text))
         raise ConfigError(
-            f"{path}: {_count(errors)}",
+            f"{path}: {messages.count(errors)}",
             errors=errors,
             fix="a threshold file holds `base_tier` (default, smoke, perf, nightly) and threshold keys only",
         ) from None
@@ -123,7 +123,7 @@ def _build(data: object, *, source: str, overrides: Sequence[str], path: Path | 
 
     family, errors = _choose_family(data, notices, line_of)
     if family is None:
-        raise ConfigError(f"{source}: {_count(errors)}", errors=errors, fix=_FIX)
+        raise ConfigError(f"{source}: {messages.count(errors)}", errors=errors, fix=_FIX)
     notices += _drop_foreign_keys(data, family)
     try:
         config = _ADAPTER.validate_python(data)
@@ -134,7 +134,7 @@ def _build(data: object, *, source: str, overrides: Sequence[str], path: Path | 
             line_of=line_of,
             elsewhere=_elsewhere(family),
         )
-        raise ConfigError(f"{source}: {_count(errors)}", errors=errors, fix=_FIX) from None
+        raise ConfigError(f"{source}: {messages.count(errors)}", errors=errors, fix=_FIX) from None
     if config.distributed is not None and config.num_processes == 1:
         # A notice, not an error: DDP over one process is no DDP at all, so nothing is measured differently,
         # and `--set num_processes=1` must run a multi-process config on one GPU. (fsdp and deepspeed would
@@ -169,11 +169,11 @@ def _choose_family(
         errors = [f"training_type: {messages.show(kind)} is not a training type{hint} (one of {valid}){where}"]
     # Without a family, the other values cannot be checked; keys no family knows can.
     known = {key for cls in FAMILIES.values() for key in cls.model_fields} | LEGACY_ALGORITHM_KEYS | set(_RETIRED_KEYS)
-    for key in data:
-        if key not in known:
-            line = line_of((key,))
-            errors.append(messages.unknown_key((key,), sorted(known)) + (f" (line {line})" if line is not None else ""))
-    return None, errors
+    unknown = [key for key in data if key not in known]
+    for key in unknown[: messages.MAX_LISTED]:
+        line = line_of((key,))
+        errors.append(messages.unknown_key((key,), sorted(known)) + (f" (line {line})" if line is not None else ""))
+    return None, errors + messages.more_problems(len(unknown) - messages.MAX_LISTED)
 
 
 def _drop_foreign_keys(data: dict[Any, Any], family: type[CommonConfig]) -> list[str]:
@@ -221,9 +221,12 @@ def _apply_overrides(data: dict[Any, Any], overrides: Sequence[str], *, origin: 
             errors.append(f"--set {override!r}: expected KEY=VALUE (e.g. max_steps=5 or profiler.enabled=true)")
             continue
         try:
-            value = yaml.safe_load(raw)
+            value = parse_yaml(raw)
         except yaml.YAMLError as exc:
             errors.append(f"--set {override!r}: the value is not valid YAML ({getattr(exc, 'problem', exc)})")
+            continue
+        except RecursionError:
+            errors.append(f"--set {override!r}: the value is nested too deeply")
             continue
         node = data
         for depth, part in enumerate(parts[:-1]):
@@ -242,7 +245,9 @@ def _apply_overrides(data: dict[Any, Any], overrides: Sequence[str], *, origin: 
                 notices.append(f"--set {shown} sets a key the {origin} leaves at its default")
             node[parts[-1]] = value
     if errors:
-        raise ConfigError(f"--set: {_count(errors)}", errors=errors, fix="write each override as --set KEY.PATH=VALUE")
+        raise ConfigError(
+            f"--set: {messages.count(errors)}", errors=errors, fix="write each override as --set KEY.PATH=VALUE"
+        )
     return notices
 
 
@@ -252,7 +257,3 @@ def _not_a_mapping(source: str, data: object, *, example: str) -> ConfigError:
         f"{source}: expected a mapping of keys, got {got}",
         fix=f"write one `key: value` per line, e.g. {example}",
     )
-
-
-def _count(errors: list[str]) -> str:
-    return f"{len(errors)} problem{'s' if len(errors) != 1 else ''}"

@@ -20,6 +20,11 @@ from pydantic_core import ErrorDetails
 KeyPath = tuple[str | int, ...]
 LineOf = Callable[[KeyPath], int | None]
 
+#: Problems described one by one; past these, one line counts the rest. A config file holds thousands of
+#: unknown keys at most: each would cost a did-you-mean and a line lookup, and nobody reads such a list.
+MAX_LISTED = 50
+_MORE = "... and "
+
 #: pydantic error type -> what the value should have been.
 _EXPECTED = {
     "int_type": "an integer",
@@ -40,6 +45,7 @@ _BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "l
 _BOUND_CTX = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "lt", "less_than_equal": "le"}
 #: pydantic's labels for union branches, in words.
 _BRANCH_WORDS = {
+    "constrained-int": "an integer",
     "int": "an integer",
     "float": "a number",
     "str": "a string",
@@ -103,7 +109,10 @@ def describe_errors(
 
     `elsewhere` maps top-level keys of other training types to those types, for a better hint than a
     did-you-mean; `line_of` finds the source line of a path (None where there is no file, or no such key).
+    Past MAX_LISTED errors, the rest are counted in one last line (more_problems).
     """
+    rest = len(errors) - MAX_LISTED
+    errors = errors[:MAX_LISTED]
     lines: list[tuple[KeyPath, str]] = []
     branches: dict[KeyPath, list[tuple[ErrorDetails, KeyPath, str]]] = {}
     for err in errors:
@@ -121,7 +130,19 @@ def describe_errors(
         rendered.append((line, f"{text} (line {line})" if line is not None else text))
     # File order reads best; problems with no line (a missing key, a cross-field rule) come last.
     rendered.sort(key=lambda item: item[0] if item[0] is not None else 1 << 30)
-    return [text for _, text in rendered]
+    return [text for _, text in rendered] + more_problems(rest)
+
+
+def more_problems(rest: int) -> list[str]:
+    """The line that closes a truncated list, or none."""
+    return [f"{_MORE}{rest:,} more (the first {MAX_LISTED} are listed)"] if rest > 0 else []
+
+
+def count(lines: Sequence[str]) -> str:
+    """'3 problems', or 'more than 50 problems' for a list that more_problems closed."""
+    if lines and lines[-1].startswith(_MORE):
+        return f"more than {len(lines) - 1} problems"
+    return f"{len(lines)} problem{'s' if len(lines) != 1 else ''}"
 
 
 def _walk(err: ErrorDetails, root: type[BaseModel]) -> tuple[KeyPath, type[BaseModel], tuple[KeyPath, str] | None]:
@@ -189,7 +210,8 @@ def _message(err: ErrorDetails, path: KeyPath, owner: type[BaseModel]) -> str:
         bound = ctx.get(_BOUND_CTX[kind])
         if isinstance(bound, float) and bound.is_integer():
             bound = int(bound)  # pydantic reports `gt=0` on a float field as 0.0
-        return f"must be {_BOUNDS[kind]} {bound}, got {show(value)}"
+        shown = f"{bound:,}" if isinstance(bound, int) else str(bound)  # the upper limits: 1,000,000
+        return f"must be {_BOUNDS[kind]} {shown}, got {show(value)}"
     if kind in _EXPECTED:
         # YAML reads `model_revision: 1.0` or `name: 2024-01-01` as a number or a date.
         scalar_key = bool(path) and isinstance(path[-1], str)

@@ -11,6 +11,7 @@ from typing import Annotated, Final, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from canary_action.config.numbers import NOT_A_BOOL, Count, Number
 from canary_action.config.thresholds import ThresholdOverrides
 from canary_action.train.builtin import catalog
 
@@ -28,6 +29,12 @@ DpoLossType = Literal[
 ]  # fmt: skip
 
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+# Upper limits of what a canary may ask for. A canary is a short run on a sample, and a config may come from a
+# pull request: `dataset_size: 10**12` or `max_length: 10**9` would start a run that only ends in running out of
+# memory. Each limit is far beyond the ready configs (2,000 steps, 16,000 examples, 1,024 tokens).
+MAX_STEPS: Final = 100_000
+MAX_TOKENS: Final = 131_072  # the longest context windows in use (128 Ki tokens)
+MAX_NEW_TOKENS: Final = 32_768
 
 
 class StrictModel(BaseModel):
@@ -40,42 +47,59 @@ class StrictModel(BaseModel):
 
 class ProfilerConfig(StrictModel):
     enabled: bool = Field(False, description="Record a torch.profiler window (its steps leave the timing summaries).")
-    start_step: int = Field(50, ge=1, description="First optimizer step inside the profiler window.")
-    num_steps: int = Field(20, ge=1, description="Number of optimizer steps recorded.")
+    start_step: Count = Field(
+        50, ge=1, le=MAX_STEPS, description=f"First optimizer step inside the profiler window (at most {MAX_STEPS:,})."
+    )
+    num_steps: Count = Field(
+        20, ge=1, le=1000, description="Number of optimizer steps recorded (at most 1,000: a trace per step)."
+    )
     output_dir: str = Field(
         "./profiler_traces", description="Where the chrome trace is written (relative: to the run)."
     )
     record_shapes: bool = Field(True, description="Record input shapes of each op.")
     profile_memory: bool = Field(True, description="Record tensor allocations.")
     with_stack: bool = Field(False, description="Record Python stacks (slow; for a closer look only).")
-    top_k: int = Field(20, ge=1, le=500, description="How many ops the metrics.json top-ops summary keeps.")
+    top_k: Count = Field(
+        20, ge=1, le=500, description="How many ops the metrics.json top-ops summary keeps (at most 500)."
+    )
 
 
 class FaultInjection(StrictModel):
     """Planted faults, to prove the gate catches them (a canary for the canary). Never set in a real gate."""
 
-    nan_loss_at_step: int | None = Field(None, ge=1, description="Multiply the loss by NaN at this optimizer step.")
-    crash_at_step: int | None = Field(None, ge=1, description="Raise an exception during this optimizer step.")
-    sleep_s_per_step: float = Field(
+    nan_loss_at_step: Count | None = Field(
+        None,
+        ge=1,
+        le=MAX_STEPS,
+        description=f"Multiply the loss by NaN at this optimizer step (at most {MAX_STEPS:,}).",
+    )
+    crash_at_step: Count | None = Field(
+        None, ge=1, le=MAX_STEPS, description=f"Raise an exception during this optimizer step (at most {MAX_STEPS:,})."
+    )
+    sleep_s_per_step: Number = Field(
         0.0,
         ge=0,
-        description="Sleep this long inside every step: a planted wait (a slow data source). A sleeping process "
-        "hands the CPU back, so the rest of its step may run at another speed: for a slowdown that costs compute "
-        "as a real regression does, use extra_matmuls_per_step.",
+        le=60,
+        description="Sleep this long inside every step (at most 60 s): a planted wait (a slow data source). A "
+        "sleeping process hands the CPU back, so the rest of its step may run at another speed: for a slowdown that "
+        "costs compute as a real regression does, use extra_matmuls_per_step.",
     )
-    extra_matmuls_per_step: int = Field(
+    extra_matmuls_per_step: Count = Field(
         0,
         ge=0,
-        description="Do this many extra 256x256 float32 matrix products on the run's device inside every step: a "
-        "planted compute slowdown (benchmarks/lockstep.py sizes it as a share of the step).",
+        le=10_000,
+        description="Do this many extra 256x256 float32 matrix products (at most 10,000) on the run's device inside "
+        "every step: a planted compute slowdown (benchmarks/lockstep.py sizes it as a share of the step).",
     )
-    slow_rank: int | None = Field(
+    slow_rank: Count | None = Field(
         None,
         ge=0,
         description="Multi-process runs: this rank sleeps slow_rank_sleep_s inside every step (a planted straggler; "
         "the other ranks wait for it in the gradient all-reduce).",
     )
-    slow_rank_sleep_s: float = Field(0.05, ge=0, description="The planted straggler's sleep per step, in seconds.")
+    slow_rank_sleep_s: Number = Field(
+        0.05, ge=0, le=60, description="The planted straggler's sleep per step, in seconds (at most 60)."
+    )
 
 
 #: Settings that belong to one strategy only: set under another, they would be silently ignored.
@@ -98,8 +122,11 @@ class DistributedConfig(StrictModel):
     find_unused_parameters: bool = Field(
         False, description="ddp: search the graph for parameters without gradients every step (slower)."
     )
-    bucket_cap_mb: int | None = Field(
-        None, ge=1, description="ddp: gradient bucket size in MiB for the all-reduce; default: torch's (25)."
+    bucket_cap_mb: Count | None = Field(
+        None,
+        ge=1,
+        le=4096,
+        description="ddp: gradient bucket size in MiB for the all-reduce (at most 4,096); default: torch's (25).",
     )
     fsdp_sharding_strategy: FsdpShardingStrategy = Field(
         "FULL_SHARD", description="fsdp: what is sharded (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD)."
@@ -109,7 +136,7 @@ class DistributedConfig(StrictModel):
         description="fsdp: how modules are wrapped (TRANSFORMER_BASED_WRAP: each decoder layer; SIZE_BASED_WRAP; "
         "NO_WRAP).",
     )
-    zero_stage: Literal[0, 1, 2, 3] = Field(2, description="deepspeed: ZeRO stage (0-3).")
+    zero_stage: Annotated[Literal[0, 1, 2, 3], NOT_A_BOOL] = Field(2, description="deepspeed: ZeRO stage (0-3).")
     offload_optimizer: bool = Field(False, description="deepspeed: keep optimizer states in CPU memory (ZeRO-Offload).")
 
     @model_validator(mode="after")
@@ -165,9 +192,9 @@ class CommonConfig(StrictModel):
         False, description="Compile the model with torch.compile (compile time is reported apart)."
     )
     use_peft: bool = Field(True, description="Train LoRA adapters instead of the full model.")
-    lora_r: int = Field(16, ge=1, description="LoRA rank.")
-    lora_alpha: int = Field(32, ge=1, description="LoRA alpha.")
-    lora_dropout: float = Field(0.05, ge=0, lt=1, description="LoRA dropout.")
+    lora_r: Count = Field(16, ge=1, le=4096, description="LoRA rank (at most 4,096).")
+    lora_alpha: Count = Field(32, ge=1, description="LoRA alpha.")
+    lora_dropout: Number = Field(0.05, ge=0, lt=1, description="LoRA dropout.")
     lora_target_modules: list[str] | Literal["all-linear"] | None = Field(
         None, description="Modules LoRA wraps; default: PEFT's choice for the architecture."
     )
@@ -183,44 +210,65 @@ class CommonConfig(StrictModel):
     dataset_split: str = Field("train", description="Split to read.")
     dataset_subset: str | None = Field(None, description="Hub dataset configuration (subset) name.")
     dataset_revision: str | None = Field(None, description="Hub revision of the dataset.")
-    dataset_size: int = Field(1024, ge=1, description="Number of examples taken (the first N of the split).")
-    max_length: int = Field(256, ge=8, description="Maximum tokens per sequence (prompt + completion).")
-    max_prompt_length: int = Field(64, ge=1, description="Maximum prompt tokens (longer prompts keep their end).")
+    dataset_size: Count = Field(
+        1024, ge=1, le=1_000_000, description="Number of examples taken (the first N of the split; at most 1,000,000)."
+    )
+    max_length: Count = Field(
+        256,
+        ge=8,
+        le=MAX_TOKENS,
+        description=f"Maximum tokens per sequence (prompt + completion; at most {MAX_TOKENS:,}).",
+    )
+    max_prompt_length: Count = Field(64, ge=1, description="Maximum prompt tokens (longer prompts keep their end).")
     # optimisation
-    max_steps: int = Field(100, ge=1, description="Optimizer steps in the canary run.")
-    batch_size: int = Field(2, ge=1, description="Per-device micro-batch size.")
-    gradient_accumulation_steps: int = Field(4, ge=1, description="Micro-batches per optimizer step.")
-    learning_rate: float = Field(5e-5, gt=0, description="Peak learning rate.")
-    warmup_steps: int = Field(10, ge=0, description="Learning-rate warm-up steps.")
-    max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping norm (0 disables clipping).")
-    seed: int = Field(42, description="Seed for weights of builtin models, data order and dropout.")
+    max_steps: Count = Field(
+        100, ge=1, le=MAX_STEPS, description=f"Optimizer steps in the canary run (at most {MAX_STEPS:,})."
+    )
+    batch_size: Count = Field(2, ge=1, le=1024, description="Per-device micro-batch size (at most 1,024).")
+    gradient_accumulation_steps: Count = Field(
+        4, ge=1, le=1024, description="Micro-batches per optimizer step (at most 1,024)."
+    )
+    learning_rate: Number = Field(5e-5, gt=0, description="Peak learning rate.")
+    warmup_steps: Count = Field(
+        10, ge=0, le=MAX_STEPS, description=f"Learning-rate warm-up steps (at most {MAX_STEPS:,})."
+    )
+    max_grad_norm: Number = Field(1.0, ge=0, description="Gradient clipping norm (0 disables clipping).")
+    seed: Count = Field(
+        42,
+        ge=0,
+        le=2**32 - 1,
+        description="Seed for weights of builtin models, data order and dropout (0 to 4,294,967,295, numpy's range).",
+    )
     output_dir: str = Field(
         "./canary_output", description="Where runs are written: <output_dir>/<run_id>/metrics.json."
     )
     # processes
-    num_processes: int = Field(
+    num_processes: Count = Field(
         1,
         ge=1,
-        description="Processes (one per GPU; on the CPU, gloo) launched through accelerate; 1: no launcher.",
+        le=64,
+        description="Processes (one per GPU; on the CPU, gloo) launched through accelerate on this machine (at most "
+        "64); 1: no launcher.",
     )
     distributed: DistributedConfig | None = Field(
         None, description="Multi-process settings (strategy, backend); default with num_processes > 1: ddp."
     )
-    cpu_threads: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+    cpu_threads: Annotated[Count, Field(ge=1, le=1024)] | Literal["auto"] = Field(
         1,
-        description="torch intra-op threads per process when training on the CPU (torch.set_num_threads); "
-        "auto: torch's default (one per core) for one process, cores / num_processes for several. 1 keeps CPU "
+        description="torch intra-op threads per process when training on the CPU (torch.set_num_threads; at most "
+        "1,024); auto: torch's default (one per core) for one process, cores / num_processes for several. 1 keeps CPU "
         "canaries steady on a shared machine (docs/benchmarks.md); a GPU run keeps torch's default.",
     )
     # measurement
-    metrics_warmup_steps: int | Literal["auto"] = Field(
+    metrics_warmup_steps: Annotated[Count, Field(ge=0, le=MAX_STEPS)] | Literal["auto"] = Field(
         "auto",
-        description="Steps excluded from timing summaries: a number, or auto (detected from the step times).",
+        description=f"Steps excluded from timing summaries: a number (at most {MAX_STEPS:,}), or auto (detected from "
+        "the step times).",
     )
     stop_on_non_finite: bool = Field(
         True, description="Stop at the first NaN/Inf loss or gradient (still writes metrics)."
     )
-    timeout_minutes: float = Field(
+    timeout_minutes: Number = Field(
         60.0, gt=0, description="Wall-clock limit of the training loop; the run stops early after it."
     )
     profiler: ProfilerConfig = Field(default_factory=ProfilerConfig, description="torch.profiler window.")
@@ -313,7 +361,7 @@ class SFTConfig(CommonConfig):
 
 class DPOConfig(CommonConfig):
     training_type: Literal["dpo"]
-    beta: float = Field(0.1, gt=0, description="DPO temperature: strength of the pull towards the reference model.")
+    beta: Number = Field(0.1, gt=0, description="DPO temperature: strength of the pull towards the reference model.")
     loss_type: DpoLossType = Field("sigmoid", description="DPO loss variant (TRL's names).")
     precompute_ref_log_probs: bool = Field(False, description="Compute reference log-probs once before training.")
 
@@ -324,9 +372,16 @@ class DPOConfig(CommonConfig):
 class OnlineRLConfig(CommonConfig):
     """Fields GRPO and RLOO share: they generate completions and score them."""
 
-    num_generations: int = Field(4, ge=2, description="Completions sampled per prompt (the group).")
-    max_new_tokens: int = Field(64, ge=1, description="Maximum tokens generated per completion.")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
+    num_generations: Count = Field(
+        4, ge=2, le=1024, description="Completions sampled per prompt (the group; at most 1,024)."
+    )
+    max_new_tokens: Count = Field(
+        64,
+        ge=1,
+        le=MAX_NEW_TOKENS,
+        description=f"Maximum tokens generated per completion (at most {MAX_NEW_TOKENS:,}).",
+    )
+    temperature: Number = Field(1.0, gt=0, description="Sampling temperature.")
     reward_funcs: list[str] = Field(
         default_factory=list,
         description="Reward functions: builtin:<name> (" + ", ".join(catalog.REWARDS) + ") or module:function.",
@@ -370,25 +425,27 @@ class OnlineRLConfig(CommonConfig):
 
 class GRPOConfig(OnlineRLConfig):
     training_type: Literal["grpo"]
-    beta: float = Field(0.0, ge=0, description="KL coefficient against the reference model (0: no reference model).")
+    beta: Number = Field(0.0, ge=0, description="KL coefficient against the reference model (0: no reference model).")
 
 
 class RLOOConfig(OnlineRLConfig):
     training_type: Literal["rloo"]
-    beta: float = Field(0.05, ge=0, description="KL coefficient against the reference model.")
+    beta: Number = Field(0.05, ge=0, description="KL coefficient against the reference model.")
 
 
 class PPOConfig(CommonConfig):
     training_type: Literal["ppo"]
-    ppo_epochs: int = Field(4, ge=1, description="PPO epochs over each batch of rollouts.")
-    init_kl_coef: float = Field(0.2, ge=0, description="KL penalty coefficient.")
-    target_kl: float = Field(
+    ppo_epochs: Count = Field(4, ge=1, le=100, description="PPO epochs over each batch of rollouts (at most 100).")
+    init_kl_coef: Number = Field(0.2, ge=0, description="KL penalty coefficient.")
+    target_kl: Number = Field(
         6.0, gt=0, description="Target KL (recorded; TRL >= 0.12 PPO uses a fixed KL coefficient)."
     )
-    cliprange: float = Field(0.2, gt=0, description="Policy ratio clip range.")
-    vf_coef: float = Field(0.1, ge=0, description="Value-loss coefficient.")
-    max_new_tokens: int = Field(64, ge=1, description="Maximum tokens generated per rollout.")
-    temperature: float = Field(1.0, gt=0, description="Sampling temperature.")
+    cliprange: Number = Field(0.2, gt=0, description="Policy ratio clip range.")
+    vf_coef: Number = Field(0.1, ge=0, description="Value-loss coefficient.")
+    max_new_tokens: Count = Field(
+        64, ge=1, le=MAX_NEW_TOKENS, description=f"Maximum tokens generated per rollout (at most {MAX_NEW_TOKENS:,})."
+    )
+    temperature: Number = Field(1.0, gt=0, description="Sampling temperature.")
     reward_model: str | None = Field(
         None,
         description="Reward model: hub id, path or builtin:<name>; default: the policy's model with a new score head.",

@@ -16,6 +16,8 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from canary_action.config.numbers import Count, Number
+
 Tier = Literal["default", "smoke", "perf", "nightly"]
 
 
@@ -23,40 +25,40 @@ class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     # rlhf-canary 0.1's keys, same meaning.
-    max_step_time_increase_pct: float = Field(ge=0, description="Fail when steady-state step time grows more (%).")
-    max_tps_drop_pct: float = Field(ge=0, description="Fail when measured tokens/s drops more (%).")
-    max_mem_increase_mb: float = Field(ge=0, description="Fail when a peak memory figure grows more (MiB), or...")
-    max_mem_increase_pct: float = Field(ge=0, description="...more than this (%): either limit fails.")
-    nan_steps_allowed: int = Field(ge=0, description="Steps with a NaN loss or gradient tolerated.")
-    inf_steps_allowed: int = Field(ge=0, description="Steps with an infinite loss or gradient tolerated.")
-    max_loss_increase_pct: float = Field(ge=0, description="Warn when the tail-mean loss grows more (%).")
-    min_step_count: int = Field(ge=1, description="Fewer steady-state steps than this: perf checks are skipped.")
+    max_step_time_increase_pct: Number = Field(ge=0, description="Fail when steady-state step time grows more (%).")
+    max_tps_drop_pct: Number = Field(ge=0, description="Fail when measured tokens/s drops more (%).")
+    max_mem_increase_mb: Number = Field(ge=0, description="Fail when a peak memory figure grows more (MiB), or...")
+    max_mem_increase_pct: Number = Field(ge=0, description="...more than this (%): either limit fails.")
+    nan_steps_allowed: Count = Field(ge=0, description="Steps with a NaN loss or gradient tolerated.")
+    inf_steps_allowed: Count = Field(ge=0, description="Steps with an infinite loss or gradient tolerated.")
+    max_loss_increase_pct: Number = Field(ge=0, description="Warn when the tail-mean loss grows more (%).")
+    min_step_count: Count = Field(ge=1, description="Fewer steady-state steps than this: perf checks are skipped.")
     # Newer checks.
-    run_spread_k: float = Field(
+    run_spread_k: Number = Field(
         ge=0, description="Widen the perf limits to k x the comparison's noise SD when that is larger."
     )
-    max_first_step_increase_pct: float = Field(ge=0, description="Warn when the first step (compile) grows more (%).")
-    max_gpu_util_drop_pp: float = Field(ge=0, description="Warn when mean GPU utilisation drops more (points).")
-    max_data_wait_increase_pp: float = Field(ge=0, description="Warn when the data-wait share grows more (points).")
-    grad_norm_spikes_allowed: int = Field(
+    max_first_step_increase_pct: Number = Field(ge=0, description="Warn when the first step (compile) grows more (%).")
+    max_gpu_util_drop_pp: Number = Field(ge=0, description="Warn when mean GPU utilisation drops more (points).")
+    max_data_wait_increase_pp: Number = Field(ge=0, description="Warn when the data-wait share grows more (points).")
+    grad_norm_spikes_allowed: Count = Field(
         ge=0, description="Warn at more grad-norm spikes than the baselines' most, plus this."
     )
-    loss_curve_tolerance_pct: float = Field(
+    loss_curve_tolerance_pct: Number = Field(
         ge=0, description="Per-step band around the baseline loss (%); warn when over 10 % of steps leave it."
     )
-    max_algo_metric_change_pct: float = Field(
+    max_algo_metric_change_pct: Number = Field(
         ge=0, description="Warn when an algorithm metric (reward accuracy, margin, mean reward, KL) worsens more (%)."
     )
     fail_on_learning: bool = Field(description="Learning checks fail the gate instead of warning.")
     # Multi-process runs only. Defaults (the default tier's): a result.json written before these keys existed
     # still loads (`canary report`, report mode reading an older action's artifact).
-    max_rank_imbalance_pct: float = Field(
+    max_rank_imbalance_pct: Number = Field(
         10.0,
         ge=0,
         description="Fail when the slowest rank's compute exceeds the median rank's by more (%) than this, "
         "and clearly more than the baselines' did (warn when they were as imbalanced).",
     )
-    max_comm_time_increase_pct: float = Field(
+    max_comm_time_increase_pct: Number = Field(
         20.0,
         ge=0,
         description="Fail when the collectives' own time per step grows more (%) (statistical, like step time).",
@@ -68,24 +70,24 @@ class ThresholdOverrides(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_step_time_increase_pct: float | None = Field(None, ge=0)
-    max_tps_drop_pct: float | None = Field(None, ge=0)
-    max_mem_increase_mb: float | None = Field(None, ge=0)
-    max_mem_increase_pct: float | None = Field(None, ge=0)
-    nan_steps_allowed: int | None = Field(None, ge=0)
-    inf_steps_allowed: int | None = Field(None, ge=0)
-    max_loss_increase_pct: float | None = Field(None, ge=0)
-    min_step_count: int | None = Field(None, ge=1)
-    run_spread_k: float | None = Field(None, ge=0)
-    max_first_step_increase_pct: float | None = Field(None, ge=0)
-    max_gpu_util_drop_pp: float | None = Field(None, ge=0)
-    max_data_wait_increase_pp: float | None = Field(None, ge=0)
-    grad_norm_spikes_allowed: int | None = Field(None, ge=0)
-    loss_curve_tolerance_pct: float | None = Field(None, ge=0)
-    max_algo_metric_change_pct: float | None = Field(None, ge=0)
+    max_step_time_increase_pct: Number | None = Field(None, ge=0)
+    max_tps_drop_pct: Number | None = Field(None, ge=0)
+    max_mem_increase_mb: Number | None = Field(None, ge=0)
+    max_mem_increase_pct: Number | None = Field(None, ge=0)
+    nan_steps_allowed: Count | None = Field(None, ge=0)
+    inf_steps_allowed: Count | None = Field(None, ge=0)
+    max_loss_increase_pct: Number | None = Field(None, ge=0)
+    min_step_count: Count | None = Field(None, ge=1)
+    run_spread_k: Number | None = Field(None, ge=0)
+    max_first_step_increase_pct: Number | None = Field(None, ge=0)
+    max_gpu_util_drop_pp: Number | None = Field(None, ge=0)
+    max_data_wait_increase_pp: Number | None = Field(None, ge=0)
+    grad_norm_spikes_allowed: Count | None = Field(None, ge=0)
+    loss_curve_tolerance_pct: Number | None = Field(None, ge=0)
+    max_algo_metric_change_pct: Number | None = Field(None, ge=0)
     fail_on_learning: bool | None = None
-    max_rank_imbalance_pct: float | None = Field(None, ge=0)
-    max_comm_time_increase_pct: float | None = Field(None, ge=0)
+    max_rank_imbalance_pct: Number | None = Field(None, ge=0)
+    max_comm_time_increase_pct: Number | None = Field(None, ge=0)
 
 
 class ThresholdFile(ThresholdOverrides):

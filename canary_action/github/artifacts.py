@@ -1,16 +1,22 @@
 """Unpacking a downloaded artifact (a zip) that a pull request may have produced: untrusted bytes.
 
 Refused, each with a BaselineError naming the entry: absolute paths and `..` (writing outside the folder),
-symbolic links (reading or writing elsewhere later), encrypted entries, more files than MAX_FILES, and more
-bytes than the caps — counted while inflating, not from the sizes the zip declares, which a zip bomb lies
-about. Nothing is left half-extracted: a refusal removes what was written.
+symbolic links (reading or writing elsewhere later), encrypted entries, names no file system takes (a part
+over 255 bytes, a whole name over MAX_NAME_BYTES), a name used twice or as a file and as a folder (`a`, then
+`a/b`), data that does not inflate, more files than MAX_FILES, and more bytes than the caps — counted while
+inflating, not from the sizes the zip declares, which a zip bomb lies about. The names are all checked before
+anything is written, and a refusal (or any other failure) removes what was written: nothing is left
+half-extracted.
 """
 
 from __future__ import annotations
 
+import lzma
+import os
 import shutil
 import stat
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 from typing import IO, Final
 
@@ -20,8 +26,13 @@ from canary_action.metrics.io import clip_text
 MAX_FILES: Final = 1000
 MAX_FILE_BYTES: Final = 64 * 2**20  # a metrics.json is capped at this size anyway
 MAX_TOTAL_BYTES: Final = 256 * 2**20
+MAX_NAME_BYTES: Final = 1024  # a canary's own names are under 100; PATH_MAX (4096) holds this and the folder
+_MAX_PART_BYTES: Final = 255  # NAME_MAX of Linux file systems
 _CHUNK: Final = 2**20
 _FIX: Final = "the artifact is not one the canary wrote: check which job uploaded it; it was not used"
+#: What reading an entry raises on bad data (bz2's decompressor raises OSError). The zip is a download held in
+#: memory (or a local copy of one): a failure to read it is the artifact's.
+_INFLATE_ERRORS: Final = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError, OSError)
 
 
 def extract_artifact(
@@ -42,7 +53,7 @@ def extract_artifact(
     except zipfile.BadZipFile as e:
         _clear(dest)
         raise BaselineError(f"the artifact is not a valid zip: {e}", fix=_FIX) from e
-    except BaselineError:
+    except BaseException:
         _clear(dest)
         raise
 
@@ -53,18 +64,14 @@ def _extract(zf: zipfile.ZipFile, dest: Path, max_files: int, max_file_bytes: in
         raise BaselineError(f"the artifact holds {len(entries)} files, more than {max_files}", fix=_FIX)
     written: list[Path] = []
     total = 0
-    for info in entries:
-        target = dest.joinpath(*_safe_parts(info.filename))
-        if stat.S_ISLNK(info.external_attr >> 16):
-            raise BaselineError(f"the artifact entry {_name(info)} is a symbolic link", fix=_FIX)
-        if info.flag_bits & 0x1:
-            raise BaselineError(f"the artifact entry {_name(info)} is encrypted", fix=_FIX)
-        if target.exists():
+    for info, parts in _checked(entries):
+        target = dest.joinpath(*parts)
+        if target.exists():  # a case-insensitive file system makes `A` and `a` one name
             raise BaselineError(f"the artifact names {_name(info)} twice", fix=_FIX)
         target.parent.mkdir(parents=True, exist_ok=True)
         size = 0
-        with zf.open(info) as source, target.open("wb") as out:
-            while chunk := source.read(_CHUNK):
+        with _open(zf, info) as source, target.open("wb") as out:
+            while chunk := _read(source, info):
                 size += len(chunk)
                 total += len(chunk)
                 if size > max_file_bytes or total > max_total_bytes:
@@ -77,13 +84,57 @@ def _extract(zf: zipfile.ZipFile, dest: Path, max_files: int, max_file_bytes: in
     return written
 
 
+def _checked(entries: list[zipfile.ZipInfo]) -> list[tuple[zipfile.ZipInfo, tuple[str, ...]]]:
+    """Each entry with its path parts, every name checked before a byte is written."""
+    files: dict[tuple[str, ...], zipfile.ZipInfo] = {}
+    for info in entries:
+        parts = _safe_parts(info.filename)
+        if stat.S_ISLNK(info.external_attr >> 16):
+            raise BaselineError(f"the artifact entry {_name(info)} is a symbolic link", fix=_FIX)
+        if info.flag_bits & 0x1:
+            raise BaselineError(f"the artifact entry {_name(info)} is encrypted", fix=_FIX)
+        if parts in files:
+            raise BaselineError(f"the artifact names {_name(info)} twice", fix=_FIX)
+        files[parts] = info
+    folders = {parts[:end] for parts in files for end in range(1, len(parts))}
+    for parts, info in files.items():
+        if parts in folders:
+            raise BaselineError(f"the artifact uses {_name(info)} as a file and as a folder", fix=_FIX)
+    return [(info, parts) for parts, info in files.items()]
+
+
 def _safe_parts(name: str) -> tuple[str, ...]:
-    """The path's parts, refusing anything that could land outside the destination."""
+    """The path's parts, refusing anything that could land outside the destination or that no file system takes."""
     path = PurePosixPath(name.replace("\\", "/"))
     parts = path.parts
     if path.is_absolute() or not parts or any(p in ("..", "") for p in parts) or ":" in parts[0]:
         raise BaselineError(f"the artifact entry {clip_text(name, 120)!r} points outside its folder", fix=_FIX)
+    longest = max(len(os.fsencode(part)) for part in parts)
+    if len(os.fsencode(name)) > MAX_NAME_BYTES or longest > _MAX_PART_BYTES:
+        raise BaselineError(
+            f"the artifact entry {clip_text(name, 120)!r} has a name too long for a file "
+            f"(at most {_MAX_PART_BYTES} bytes a part, {MAX_NAME_BYTES:,} in all)",
+            fix=_FIX,
+        )
     return parts
+
+
+def _open(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> IO[bytes]:
+    try:
+        return zf.open(info)
+    except _INFLATE_ERRORS as e:
+        raise BaselineError(
+            f"the artifact entry {_name(info)} cannot be read: {clip_text(str(e), 120)}", fix=_FIX
+        ) from e
+
+
+def _read(source: IO[bytes], info: zipfile.ZipInfo) -> bytes:
+    try:
+        return source.read(_CHUNK)
+    except _INFLATE_ERRORS as e:
+        raise BaselineError(
+            f"the artifact entry {_name(info)} does not inflate: {clip_text(str(e), 120)}", fix=_FIX
+        ) from e
 
 
 def _name(info: zipfile.ZipInfo) -> str:

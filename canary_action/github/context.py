@@ -11,7 +11,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from canary_action.errors import UsageError
+from canary_action.files import FileRefusedError, read_regular_file
 from canary_action.github.inputs import ActionInputs, RunnerEnv
+from canary_action.metrics.io import clip_text
 
 MAX_PAYLOAD_BYTES: Final = 25 * 2**20  # GitHub caps webhook payloads at 25 MB
 PR_EVENTS: Final = frozenset({"pull_request", "pull_request_target"})
@@ -102,16 +104,17 @@ def _payload(runner: RunnerEnv) -> dict[str, Any]:
     path = runner.event_path
     if path is None:
         return {}  # e.g. a local dry run: everything then comes from GITHUB_* and the inputs
+    fix = "GITHUB_EVENT_PATH must point at the runner's event.json"
     try:
-        if path.stat().st_size > MAX_PAYLOAD_BYTES:
-            raise UsageError(f"event payload {path} is over 25 MB", fix="GITHUB_EVENT_PATH must be the runner's")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UsageError(
-            f"cannot read the event payload {path}: {e}", fix="GITHUB_EVENT_PATH must point at the runner's event.json"
-        ) from e
+        data = json.loads(read_regular_file(path, limit=MAX_PAYLOAD_BYTES).decode("utf-8"))
+    except FileRefusedError as e:
+        raise UsageError(f"event payload {path} {e}", fix=fix) from None
+    except RecursionError:  # json recurses per level: 100,000 nested arrays exhaust the stack
+        raise UsageError(f"event payload {path} is nested too deeply to be a GitHub event", fix=fix) from None
+    except (OSError, ValueError) as e:  # ValueError: not UTF-8, not JSON, or an integer of over 4,300 digits
+        raise UsageError(f"cannot read the event payload {path}: {clip_text(str(e), 200)}", fix=fix) from None
     if not isinstance(data, dict):
-        raise UsageError(f"event payload {path} is not a JSON object", fix="GITHUB_EVENT_PATH must be the runner's")
+        raise UsageError(f"event payload {path} is not a JSON object", fix=fix)
     return data
 
 

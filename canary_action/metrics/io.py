@@ -17,6 +17,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from canary_action.errors import MetricsFileError
+from canary_action.files import FileRefusedError, read_regular_file
 from canary_action.metrics.schema import READ_VERSIONS, SCHEMA_VERSION, Metrics
 
 MAX_BYTES: Final = 64 * 2**20  # a 10,000-step run with 40 columns is ~10 MiB; beyond this it is not ours
@@ -100,12 +101,11 @@ def metrics_json_schema() -> dict[str, Any]:
 
 def load_json(path: Path) -> object:
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise MetricsFileError(
-                f"{path} is larger than {MAX_BYTES // 2**20} MiB: not a metrics.json",
-                fix="pass the metrics.json that `canary run` wrote",
-            )
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_file(path, limit=MAX_BYTES).decode("utf-8")  # a FIFO or /dev/zero would never end
+    except FileRefusedError as e:
+        raise MetricsFileError(
+            f"{path} {e}: not a metrics.json", fix="pass the metrics.json that `canary run` wrote"
+        ) from e
     except FileNotFoundError as e:
         raise MetricsFileError(
             f"{path} does not exist",

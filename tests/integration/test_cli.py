@@ -50,7 +50,9 @@ def test_bad_config_exits_2_with_a_clear_message(name: str, expected: str, tmp_p
 
 
 def test_every_bad_fixture_is_covered() -> None:
-    assert {p.name for p in BAD.glob("*.yaml")} == set(BAD_CASES)
+    from tests.integration.test_bad_input import HOSTILE_CONFIGS  # those run under a time and memory limit
+
+    assert {p.name for p in BAD.glob("*.yaml")} == set(BAD_CASES) | set(HOSTILE_CONFIGS)
 
 
 def test_refused_at_preflight_still_writes_metrics_with_status_failed(tmp_path: Path) -> None:

@@ -28,6 +28,20 @@ def archive(*entries: tuple[str, bytes], link: str | None = None) -> io.BytesIO:
     return buffer
 
 
+def corrupted(*, deflate_stream: bool = False, method: int | None = None) -> io.BytesIO:
+    """A zip whose second entry's data does not inflate, or names a compression method zipfile lacks."""
+    raw = bytearray(archive(("ok.json", b"{}"), ("m.json", b"x" * 1000)).getvalue())
+    local = raw.index(b"PK\x03\x04", 1)  # the second entry's local header
+    if deflate_stream:
+        start = local + 30 + len("m.json")
+        raw[start : start + 6] = bytes(b ^ 0xFF for b in raw[start : start + 6])
+    if method is not None:
+        raw[local + 8] = method
+        central = raw.rindex(b"PK\x01\x02")  # the last central directory record: the second entry's
+        raw[central + 10] = method
+    return io.BytesIO(bytes(raw))
+
+
 def test_a_canary_artifact_comes_out_whole(tmp_path: Path) -> None:
     files = extract_artifact(archive(("run-1/metrics.json", b"{}"), ("run-1/error.log", b"x")), tmp_path / "out")
     assert [p.relative_to(tmp_path / "out").as_posix() for p in files] == ["run-1/metrics.json", "run-1/error.log"]
@@ -46,6 +60,14 @@ def test_a_canary_artifact_comes_out_whole(tmp_path: Path) -> None:
         (lambda: archive(("bomb.json", b"0" * 5000)), "inflates past 4,096 bytes a file"),
         (lambda: archive(("a.json", b"0" * 3000), ("b.json", b"0" * 3000)), "inflates past 5,000 in all"),
         (lambda: io.BytesIO(b"not a zip at all"), "not a valid zip"),
+        # Names no file system takes: refused before anything is written, so the first entry is not left behind.
+        (lambda: archive(("a", b"{}"), ("a/metrics.json", b"{}")), "uses 'a' as a file and as a folder"),
+        (lambda: archive(("a/metrics.json", b"{}"), ("a", b"{}")), "uses 'a' as a file and as a folder"),
+        (lambda: archive(("ok.json", b"{}"), ("x" * 300, b"{}")), "name too long"),
+        (lambda: archive(("ok.json", b"{}"), ("/".join(["d" * 200] * 6), b"{}")), "name too long"),
+        (lambda: archive(("a/b.json", b"{}"), ("a//b.json", b"{}")), "names 'a//b.json' twice"),
+        (lambda: corrupted(deflate_stream=True), "does not inflate"),
+        (lambda: corrupted(method=99), "cannot be read"),
     ],
 )
 def test_a_hostile_artifact_is_refused_and_nothing_is_left(

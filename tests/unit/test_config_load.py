@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import yaml
@@ -17,7 +18,17 @@ from canary_action.config import (
     parse_config,
     write_sample_config,
 )
-from canary_action.config.schema import FAMILIES, CommonConfig, DPOConfig, GRPOConfig, PPOConfig, SFTConfig
+from canary_action.config.schema import (
+    FAMILIES,
+    CommonConfig,
+    DistributedConfig,
+    DPOConfig,
+    FaultInjection,
+    GRPOConfig,
+    PPOConfig,
+    ProfilerConfig,
+    SFTConfig,
+)
 from canary_action.config.thresholds import TIER_STEPS, TIERS, ThresholdOverrides, resolve
 from canary_action.errors import ConfigError
 
@@ -111,6 +122,12 @@ def write(tmp_path: Path, text: str, name: str = "canary.yaml") -> Path:
             "bad_threshold_key.yaml",
             ["unknown key `thresholds.max_step_time_pct` — did you mean `max_step_time_increase_pct`?"],
         ),
+        ("yaml_aliases.yaml", ["yaml_aliases.yaml:7:22: YAML anchors and aliases are not supported in canary configs"]),
+        ("huge_integer.yaml", ["huge_integer.yaml:6:12: an integer of 5,000 digits (at most 4,300 are read)"]),
+        ("bool_count.yaml", ["max_steps: expected an integer, got true (line 6)"]),
+        ("huge_dataset_size.yaml", ["dataset_size: must be <= 1,000,000, got 1000000000000 (line 6)"]),
+        ("huge_max_length.yaml", ["max_length: must be <= 131,072, got 1000000000 (line 6)"]),
+        ("impossible_date.yaml", ["impossible_date.yaml:6:19: not valid YAML: month must be in 1..12"]),
     ],
 )
 def test_bad_fixture_names_the_problem(fixture: str, phrases: list[str]) -> None:
@@ -140,7 +157,7 @@ def test_missing_file_names_the_path(tmp_path: Path) -> None:
 
 
 def test_a_directory_or_non_utf8_file_is_a_config_error(tmp_path: Path) -> None:
-    assert "cannot read config file" in rendered_error(tmp_path)
+    assert f"config file {tmp_path} is a directory, not a regular file" in rendered_error(tmp_path)
     binary = tmp_path / "binary.yaml"
     binary.write_bytes(b"name: \xff\xfe\n")
     assert "not UTF-8 text" in rendered_error(binary)
@@ -437,6 +454,72 @@ def test_a_number_or_date_where_a_string_belongs_says_to_quote_it(tmp_path: Path
     assert "model_revision: expected a string, got 1.0 — put it in quotes (line 4)" in rendered_error(path)
     error = parse_error({**MINIMAL, "name": yaml.safe_load("2024-01-01")})
     assert error.errors == ["name: expected a string, got 2024-01-01 — put it in quotes"]
+
+
+# --- bounded: what a small file could make expensive ---------------------------------------------------------
+
+
+def test_an_alias_in_an_override_is_refused_too() -> None:
+    error = parse_error(MINIMAL, overrides=("lora_target_modules=[&a q_proj, *a]",))
+    assert "YAML anchors and aliases are not supported in canary configs" in error.errors[0]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("max_steps", 5.0, "max_steps: expected an integer, got 5.0"),
+        ("max_steps", "5", "max_steps: expected an integer, got '5'"),
+        ("learning_rate", True, "learning_rate: expected a number, got true"),
+        ("seed", -1, "seed: must be >= 0, got -1"),
+        ("seed", 2**32, "seed: must be <= 4,294,967,295, got 4294967296"),
+        ("num_processes", 10**6, "num_processes: must be <= 64, got 1000000"),
+        ("profiler", {"num_steps": True}, "profiler.num_steps: expected an integer, got true"),
+        ("distributed", {"strategy": "deepspeed", "zero_stage": True}, "distributed.zero_stage"),
+        ("cpu_threads", True, "cpu_threads: expected an integer or 'auto', got true"),
+    ],
+)
+def test_counts_are_whole_numbers_as_written_and_bounded(key: str, value: object, said: str) -> None:
+    error = parse_error({**MINIMAL, key: value})
+    assert any(said in line for line in error.errors), error.errors
+
+
+def test_a_rate_written_the_yaml_1_1_way_still_loads(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: x\ntraining_type: sft\ndataset_name: builtin:sft\nlearning_rate: 5e-5\n")
+    assert load_config(path).config.learning_rate == 5e-5  # PyYAML reads `5e-5` (no dot) as a string
+
+
+def test_every_upper_limit_is_in_the_description() -> None:
+    """The docs live on the fields: a limit the user can hit is one they can read first."""
+    checked = set()
+    for cls in {*FAMILIES.values(), ProfilerConfig, FaultInjection, DistributedConfig}:
+        for name, field in cls.model_fields.items():
+            constraints = list(field.metadata)
+            for member in get_args(field.annotation):  # `Annotated[Count, Field(le=...)] | Literal["auto"]`
+                for meta in getattr(member, "__metadata__", ()):
+                    constraints += getattr(meta, "metadata", [meta])
+            for limit in (c.le for c in constraints if getattr(c, "le", None) is not None):
+                assert f"{limit:,}" in (field.description or ""), f"{cls.__name__}.{name}: say the limit {limit:,}"
+                checked.add(name)
+    assert {"max_steps", "dataset_size", "max_length", "cpu_threads", "metrics_warmup_steps", "seed"} <= checked
+
+
+def test_thousands_of_problems_are_counted_not_listed(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: x\ntraining_type: sft\n" + "".join(f"k{i}: 1\n" for i in range(5000)))
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    error = caught.value
+    assert error.message.endswith("more than 50 problems")
+    assert len(error.errors) == 51
+    assert error.errors[-1] == "... and 4,950 more (the first 50 are listed)"
+    unknown_type = write(
+        tmp_path, "name: x\ntraining_type: nope\n" + "".join(f"k{i}: 1\n" for i in range(500)), "b.yaml"
+    )
+    assert "... and 450 more" in rendered_error(unknown_type)
+
+
+def test_a_threshold_file_refuses_a_boolean_count(tmp_path: Path) -> None:
+    path = write(tmp_path, "nan_steps_allowed: true\n", "thresholds.yaml")
+    assert "nan_steps_allowed: expected an integer, got true (line 1)" in rendered_error_thresholds(path)
 
 
 # --- threshold files and the merge order --------------------------------------------------------------------

@@ -4,12 +4,13 @@ variables the runner sets: which PR, which commit the check goes on, fork or not
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from canary_action.errors import UsageError
-from canary_action.github.context import EventContext, event_context
+from canary_action.github.context import MAX_PAYLOAD_BYTES, EventContext, event_context
 from canary_action.github.inputs import ActionInputs, read_inputs, read_runner
 
 HOOKS = Path(__file__).parents[1] / "fixtures" / "webhooks"
@@ -98,3 +99,39 @@ def test_a_broken_payload_is_a_clear_error(tmp_path: Path, content: str) -> None
     bad.write_text(content)
     with pytest.raises(UsageError, match="event payload"):
         context("pull_request", None, GITHUB_EVENT_PATH=str(bad))
+
+
+def test_a_deeply_nested_payload_is_a_usage_error(tmp_path: Path) -> None:
+    nested = tmp_path / "event.json"
+    nested.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(UsageError, match="nested too deeply to be a GitHub event"):
+        context("pull_request", None, GITHUB_EVENT_PATH=str(nested))
+
+
+def test_an_integer_past_pythons_digit_limit_is_a_usage_error(tmp_path: Path) -> None:
+    huge = tmp_path / "event.json"
+    huge.write_text('{"number": ' + "9" * 5000 + "}")
+    with pytest.raises(UsageError, match="cannot read the event payload"):
+        context("pull_request", None, GITHUB_EVENT_PATH=str(huge))
+
+
+def test_a_payload_over_githubs_limit_is_refused_before_reading(tmp_path: Path) -> None:
+    big = tmp_path / "event.json"
+    with big.open("wb") as file:
+        file.truncate(MAX_PAYLOAD_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(UsageError, match="larger than 25 MiB"):
+        context("pull_request", None, GITHUB_EVENT_PATH=str(big))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_a_payload_path_that_is_not_a_regular_file_is_refused_without_waiting(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "event.json"
+    if kind == "fifo":
+        os.mkfifo(path)  # opening it for reading would wait for a writer forever
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/zero")  # reading it would never end
+    with pytest.raises(UsageError, match="not a regular file") as caught:
+        context("pull_request", None, GITHUB_EVENT_PATH=str(path))
+    assert caught.value.fix

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,13 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_a_directory(tmp_path: Path) -> None:
-    assert "cannot read" in read_error(tmp_path)
+    assert f"{tmp_path} is a directory, not a regular file" in read_error(tmp_path)
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    fifo = tmp_path / "metrics.json"
+    os.mkfifo(fifo)
+    assert f"{fifo} is a named pipe (FIFO), not a regular file" in read_error(fifo)
 
 
 def test_not_json_says_where(tmp_path: Path) -> None:
