@@ -731,3 +731,19 @@ def test_a_cancelled_job_still_writes_its_outputs(runner: Runner, fake_github: F
     assert "::error title=rlhf-canary::cancelled" in done.log
     assert done.outputs["artifact-name"] == ARTIFACT
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the action's only while it runs
+
+
+def test_report_mode_refuses_a_name_used_as_a_file_and_a_folder(runner: Runner, fake_github: FakeGitHub) -> None:
+    done = _report_with(runner, fake_github, {"a": b"x", "a/metrics.json": b"{}"})
+    assert done.code == 2, done.log
+    assert "as a file and as a folder" in done.log
+    assert writes(fake_github) == []
+
+
+def test_a_deeply_nested_event_payload_is_exit_2(runner: Runner, fake_github: FakeGitHub) -> None:
+    payload = runner.tmp / "nested.json"
+    payload.write_text("[" * 100_000 + "]" * 100_000)
+    done = runner.run("pull_request", payload)
+    assert done.code == 2, done.log
+    assert "nested too deeply" in done.log
+    assert fake_github.requests == []

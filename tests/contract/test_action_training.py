@@ -20,8 +20,11 @@ from tests.unit.test_action_parts import parse_outputs
 pytestmark = pytest.mark.training
 
 
-def run_entrypoint(runner: Runner, event: str, payload: str, ref: str) -> tuple[int, str, dict[str, str]]:
-    env = runner.env(event, ROOT / "tests" / "fixtures" / "webhooks" / payload, {}, ref)
+def run_entrypoint(
+    runner: Runner, event: str, payload: str, ref: str, extra: dict[str, str] | None = None
+) -> tuple[int, str, dict[str, str]]:
+    """The entrypoint as the runner starts it; `extra`: more variables (the runner's own tokens, say)."""
+    env = {**runner.env(event, ROOT / "tests" / "fixtures" / "webhooks" / payload, {}, ref), **(extra or {})}
     done = subprocess.run(
         [sys.executable, str(ROOT / "entrypoint" / "main.py")],
         env={"PATH": "/usr/bin:/bin", "HOME": str(runner.tmp), "HF_HUB_OFFLINE": "1", **env},
@@ -231,21 +234,6 @@ def _hunting_workspace(runner: Runner, config: dict[str, object]) -> dict[str, s
     return secrets
 
 
-def _run_hunted(runner: Runner, secrets: dict[str, str], event: str, payload: str, ref: str) -> tuple[int, str]:
-    env = runner.env(event, ROOT / "tests" / "fixtures" / "webhooks" / payload, {}, ref)
-    env.update(secrets)
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "entrypoint" / "main.py")],
-        env={"PATH": "/usr/bin:/bin", "HOME": str(runner.tmp), "HF_HUB_OFFLINE": "1", **env},
-        cwd=runner.workspace,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    return done.returncode, done.stdout + done.stderr
-
-
 def test_pull_request_code_finds_no_token_anywhere(fake_github: FakeGitHub, tmp_path: Path) -> None:
     """The worst case: mode run on a pull request, the write token in the action's own environment. A factory
     and a module named like a library look for it in the environment, every /proc/*/environ and cmdline, the
@@ -260,7 +248,7 @@ def test_pull_request_code_finds_no_token_anywhere(fake_github: FakeGitHub, tmp_
     )
     fake_github.add_pull(number=2, head_sha=PR_HEAD)
 
-    code, log = _run_hunted(runner, secrets, "pull_request", "pull_request.opened.json", "refs/pull/2/merge")
+    code, log, _ = run_entrypoint(runner, "pull_request", "pull_request.opened.json", "refs/pull/2/merge", secrets)
 
     assert code == 0, log[-4000:]
     assert (runner.workspace / "hunt-factory.txt").read_text() == "[]"
@@ -278,7 +266,7 @@ def test_a_reward_function_finds_no_token_either(fake_github: FakeGitHub, tmp_pa
         "    return [0.0 for _ in completions]\n"
     )
 
-    code, log = _run_hunted(runner, secrets, "push", "push.json", "refs/heads/master")
+    code, log, _ = run_entrypoint(runner, "push", "push.json", "refs/heads/master", secrets)
 
     assert code == 0, log[-4000:]
     assert (runner.workspace / "hunt-reward.txt").read_text() == "[]"
