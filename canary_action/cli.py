@@ -96,8 +96,10 @@ def _record_error(error: CanaryError) -> None:
     from canary_action.errors import ERROR_FILE_ENV, error_record
 
     target = os.environ.get(ERROR_FILE_ENV)
-    if target:
-        Path(target).write_text(json.dumps(error_record(error)), encoding="utf-8")
+    if target:  # whole or absent: a kill while writing must not leave the parent half a record
+        partial = Path(target + ".partial")
+        partial.write_text(json.dumps(error_record(error)), encoding="utf-8")
+        partial.replace(target)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

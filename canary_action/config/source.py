@@ -23,6 +23,7 @@ MAX_YAML_BYTES: Final = 64 * 2**10
 #: Python refuses longer digit strings as an int (sys.get_int_max_str_digits), and reads base-60 integers
 #: (`1:30:00`) in quadratic time: a scalar this long is refused before either is tried.
 MAX_INT_DIGITS: Final = 4300
+_MAX_INT_BITS: Final = 14_000  # about 4,200 decimal digits: printable, and far past every limit
 
 
 def read_yaml(path: Path, *, what: str) -> tuple[str, object]:
@@ -116,7 +117,14 @@ class _StrictLoader(yaml.SafeLoader):
                 node.start_mark,
                 fix="write the number it should be: every count in a canary config has far fewer digits",
             )
-        return super().construct_yaml_int(node)
+        value: int = super().construct_yaml_int(node)
+        if value.bit_length() > _MAX_INT_BITS:  # 0x, 0o, 0b literals: few characters, a value past the limit
+            raise _RefusedError(
+                f"an integer of {value.bit_length():,} bits (at most {_MAX_INT_BITS:,})",
+                node.start_mark,
+                fix="write the number it should be: every count in a canary config has far fewer digits",
+            )
+        return value
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         first_seen: dict[object, int] = {}

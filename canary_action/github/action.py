@@ -49,7 +49,7 @@ from canary_action.github.client import GitHubClient
 from canary_action.github.commands import Log, append_summary, write_outputs
 from canary_action.github.context import PR_EVENTS, EventContext, event_context
 from canary_action.github.inputs import ActionInputs, RunnerEnv, read_inputs, read_runner
-from canary_action.github.publish import Annotation, Published, Publisher, check_name, conclusion_of
+from canary_action.github.publish import Annotation, Conclusion, Published, Publisher, check_name, conclusion_of
 from canary_action.github.training import ChildTrainer, LockstepTrainer, lockstep_base, measured_commit
 from canary_action.report.escape import one_line, slug
 from canary_action.report.view import Links
@@ -124,10 +124,11 @@ class Step:
         from canary_action.report.render import render
 
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.check_output_dir()  # again: the pull request's code ran meanwhile, as a user who can replace it
         result_path = self.out_dir / f"{prefix}{RESULT_FILE}"
         report_path = self.out_dir / f"{prefix}{REPORT_FILE}"
-        result_path.write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
-        report_path.write_text(render(result, "markdown", links), encoding="utf-8")
+        _replace(result_path, result.model_dump_json(indent=2) + "\n")
+        _replace(report_path, render(result, "markdown", links))
         append_summary(self.runner.summary_path, render(result, "summary", links))
         self.outputs.update(
             {
@@ -178,6 +179,15 @@ class Step:
         earlier run's files would otherwise travel in this run's artifact (and become a second baseline). One
         that leads out of the workspace (`..`, a symbolic link a checked-out repository can hold) is refused:
         the action writes as root, and the upload step would not find it either."""
+        self.check_output_dir()
+        out_dir = self.out_dir
+        if not out_dir.is_dir() or not any(out_dir.iterdir()):
+            return
+        self.log.line(f"clearing {out_dir} (files of an earlier run)")
+        shutil.rmtree(out_dir)
+
+    def check_output_dir(self) -> None:
+        """UsageError unless output-dir is a folder (or nothing yet) inside the workspace, reached without a link."""
         out_dir, workspace = self.out_dir, self.runner.workspace.resolve()
         resolved = out_dir.resolve()
         if resolved == workspace or workspace not in resolved.parents:
@@ -191,10 +201,6 @@ class Step:
                 f"output-dir {self.inputs.output_dir} is {'a symbolic link' if out_dir.is_symlink() else 'a file'}",
                 fix="set output-dir to a folder of its own under the workspace (the default: canary-output)",
             )
-        if not out_dir.is_dir() or not any(out_dir.iterdir()):
-            return
-        self.log.line(f"clearing {out_dir} (files of an earlier run)")
-        shutil.rmtree(out_dir)
 
     def still_head(self, target: Target) -> bool:
         """Whether the pull request's head is still the measured commit; a notice when it moved on."""
@@ -304,6 +310,13 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
     step.outputs["artifact-name"] = artifact
     write_outputs(step.runner.output_path, {"artifact-name": artifact})  # for the upload step, even on a crash
     step.clear_output_dir()
+    if publish and ctx.pr_number is not None and not ctx.is_fork:
+        log.annotate(
+            "notice",
+            "mode run trains this pull request's code in the job that holds the write token: fine for code you "
+            "trust; otherwise measure with no token and publish from another job (docs/examples/pr-canary.yml)",
+            title="rlhf-canary: mode run on a pull request",
+        )
     try:
         target = _run_target(step) if publish else None
     except GitHubError as e:
@@ -420,6 +433,14 @@ def _measure(
                 _report_unmeasured(step, check, e)
             raise
         crash, measured = e, written  # a crash mid-run: what was measured is still compared
+    except KeyboardInterrupt:  # a cancelled job: the check this run started must not stay "in progress"
+        if check is not None:
+            _complete_check(step, check, "cancelled", "the job was cancelled while the canary trained")
+        raise
+    except Exception as e:  # a bug: the traceback follows in main(); the check still completes
+        if check is not None:
+            _complete_check(step, check, "failure", f"unexpected error ({type(e).__name__}): see the job log")
+        raise
     metrics_path = measured / "head" / "metrics.json" if measured.is_dir() else measured
     step.outputs["metrics-path"] = step.relative(metrics_path)
     return measured, crash
@@ -545,6 +566,14 @@ def _annotations(result: CompareResult, config: str, source: str) -> list[Annota
     ]
 
 
+def _replace(path: Path, text: str) -> None:
+    """Write `text` to a new file that then takes `path`'s name: a link planted there is replaced, not followed."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.unlink(missing_ok=True)
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
 def _hand_back(out_dir: Path, workspace: Path) -> None:
     """A Docker action runs as root: give the output-dir to the workspace's owner, or the runner's user cannot
     clean it at the next checkout ("Permission denied" on a runner that stays registered)."""
@@ -561,11 +590,16 @@ def _report_unmeasured(step: Step, check: Published, crash: CanaryError) -> None
     """The run died before writing metrics: the check still completes, as a failure that says why."""
     from canary_action.report.escape import text
 
-    output = {
-        "title": "rlhf-canary: the canary could not run",
-        "summary": f"{text(crash.message, 2000)}\n\nfix: {text(crash.fix, 1000)}",
-    }
+    _complete_check(
+        step, check, "failure", f"{text(crash.message, 2000)}\n\nfix: {text(crash.fix, 1000)}", "could not run"
+    )
+
+
+def _complete_check(
+    step: Step, check: Published, conclusion: Conclusion, summary: str, title: str | None = None
+) -> None:
+    output = {"title": f"rlhf-canary: {title or conclusion}", "summary": summary}
     try:
-        step.publisher().finish_check(check, "failure", output)
+        step.publisher().finish_check(check, conclusion, output)
     except GitHubError as e:
         step.degrade(e, "complete the check run")

@@ -11,6 +11,7 @@ half-extracted.
 
 from __future__ import annotations
 
+import contextlib
 import lzma
 import os
 import shutil
@@ -28,6 +29,9 @@ MAX_FILE_BYTES: Final = 64 * 2**20  # a metrics.json is capped at this size anyw
 MAX_TOTAL_BYTES: Final = 256 * 2**20
 MAX_NAME_BYTES: Final = 1024  # a canary's own names are under 100; PATH_MAX (4096) holds this and the folder
 _MAX_PART_BYTES: Final = 255  # NAME_MAX of Linux file systems
+MAX_DEPTH: Final = 32  # a canary's output is 3 deep; deep names cost the folder check memory as depth squared
+_ENTRY_FACTOR: Final = 4  # entries of the end record: files, and the folders zip tools list beside them
+_EOCD_SEARCH_BYTES: Final = 22 + 65_535 + 56 + 20  # the end record, its longest comment, the zip64 records
 _CHUNK: Final = 2**20
 _FIX: Final = "the artifact is not one the canary wrote: check which job uploaded it; it was not used"
 #: What reading an entry raises on bad data (bz2's decompressor raises OSError). The zip is a download held in
@@ -48,6 +52,7 @@ def extract_artifact(
     if any(dest.iterdir()):
         raise ValueError(f"{dest} is not empty")
     try:
+        _check_declared_entries(archive, max_files)
         with zipfile.ZipFile(archive) as zf:
             return _extract(zf, dest, max_files, max_file_bytes, max_total_bytes)
     except zipfile.BadZipFile as e:
@@ -56,6 +61,26 @@ def extract_artifact(
     except BaseException:
         _clear(dest)
         raise
+
+
+def _check_declared_entries(archive: Path | IO[bytes], max_files: int) -> None:
+    """Refuse a zip whose end record declares far more entries (folders included) than a canary's output holds,
+    before zipfile reads its whole central directory into memory (a million entries fit in a small download)."""
+    with archive.open("rb") if isinstance(archive, Path) else contextlib.nullcontext(archive) as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - _EOCD_SEARCH_BYTES))
+        tail = f.read()
+        f.seek(0)
+    end = tail.rfind(b"PK\x05\x06")
+    if end < 0 or end + 12 > len(tail):
+        return  # not a zip: zipfile says so
+    declared = int.from_bytes(tail[end + 10 : end + 12], "little")
+    zip64 = tail.rfind(b"PK\x06\x06", 0, end)
+    if declared == 0xFFFF and zip64 >= 0 and zip64 + 40 <= len(tail):
+        declared = int.from_bytes(tail[zip64 + 32 : zip64 + 40], "little")
+    if declared > _ENTRY_FACTOR * max_files:
+        raise BaselineError(f"the artifact declares {declared:,} entries, more than a canary writes", fix=_FIX)
 
 
 def _extract(zf: zipfile.ZipFile, dest: Path, max_files: int, max_file_bytes: int, max_total_bytes: int) -> list[Path]:
@@ -95,6 +120,8 @@ def _checked(entries: list[zipfile.ZipInfo]) -> list[tuple[zipfile.ZipInfo, tupl
             raise BaselineError(f"the artifact entry {_name(info)} is encrypted", fix=_FIX)
         if parts in files:
             raise BaselineError(f"the artifact names {_name(info)} twice", fix=_FIX)
+        if len(parts) > MAX_DEPTH:
+            raise BaselineError(f"the artifact entry {_name(info)} is nested over {MAX_DEPTH} folders deep", fix=_FIX)
         files[parts] = info
     folders = {parts[:end] for parts in files for end in range(1, len(parts))}
     for parts, info in files.items():

@@ -23,6 +23,7 @@ BASELINE_EVENTS: Final = frozenset({"push", "schedule", "workflow_dispatch"})
 MAX_ARTIFACT_BYTES: Final = 64 * 2**20  # a canary's results are a few MiB; a profiler trace at most tens
 MAX_RUNS_SCANNED: Final = 100  # runs looked at per search: enough to skip a few without usable artifacts
 METRICS_FILE: Final = "metrics.json"
+OVERSIZED: Final = "over the cap"
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class RunArtifacts:
         chosen = fresh[0]
         size = chosen.get("size_in_bytes")
         if isinstance(size, int) and size > self.max_bytes:
-            notes.append(f"skipped run {run_id}: its artifact {name} is {size / 2**20:.0f} MiB, over the cap")
+            notes.append(f"skipped run {run_id}: its artifact {name} is {size / 2**20:.0f} MiB, {OVERSIZED}")
             return None
         url = run.get("html_url")
         return Artifact(int(chosen["id"]), name, run_id, url if isinstance(url, str) else None)

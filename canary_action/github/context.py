@@ -84,7 +84,8 @@ def event_context(runner: RunnerEnv, inputs: ActionInputs) -> EventContext:
         return replace(
             plain,
             # A fork's workflow_run lists no pull request: the pr-number input (or a lookup by head SHA) has to say.
-            pr_number=inputs.pr_number or (_int(prs[0].get("number")) if prs else None),
+            # Several listed (one branch, two base branches): none chosen here; report mode refuses to guess.
+            pr_number=inputs.pr_number or (_int(prs[0].get("number")) if len(prs) == 1 else None),
             head_sha=_str(run.get("head_sha")),
             is_fork=head_repo.get("full_name") != base_repo.get("full_name"),
             triggering_run_id=_int(run.get("id")),

@@ -31,7 +31,7 @@ from canary_action.github.client import GitHubClient
 
 MAX_ANNOTATIONS_PER_REQUEST: Final = 50
 CommentMode = Literal["always", "on-change", "on-failure", "never"]
-Conclusion = Literal["success", "failure", "neutral"]
+Conclusion = Literal["success", "failure", "neutral", "cancelled"]
 _VERDICT_IN_TITLE: Final = re.compile(r"rlhf-canary \*\*(pass|regression|neutral|crashed)\*\*")
 
 

@@ -23,10 +23,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from canary_action.errors import ArtifactError, BaselineError, UsageError
+from canary_action.errors import ArtifactError, BaselineError, CanaryError, GitHubError, TrainingError, UsageError
 from canary_action.github.action import Step, Target, default_artifact, fetch_for, read_config
-from canary_action.github.baseline_fetch import FetchedBaselines, RunArtifacts
+from canary_action.github.baseline_fetch import OVERSIZED, FetchedBaselines, RunArtifacts
 from canary_action.github.context import PR_EVENTS
+from canary_action.github.publish import check_name
 from canary_action.report.escape import one_line, slug
 from canary_action.report.view import Links
 
@@ -64,7 +65,11 @@ def report_mode(step: Step) -> int:
     if target is None:
         return 0
     step.clear_output_dir()
-    measured = _download_measurement(step, run, artifact)
+    try:
+        measured = _download_measurement(step, run, artifact)
+    except (ArtifactError, TrainingError) as e:  # the pull request still learns that its canary has no verdict
+        _publish_unmeasured(step, target, name, run, e)
+        raise
     links = Links(
         workflow_run=run.url,
         artifacts=run.url and run.url + "#artifacts",
@@ -120,7 +125,7 @@ def _measured_run(step: Step) -> MeasuredRun | None:
     )
     if not same_run:
         expected = inputs.measured_workflow
-        if expected is None or _file_name(run.workflow_file) != _file_name(expected):
+        if expected is None or not _same_workflow(run.workflow_file, expected):
             raise UsageError(
                 f"run {run_id} is of workflow {run.workflow_file or 'unknown'}, not the measured-workflow "
                 f"{expected or '(unset)'}: a pull request can add a workflow of any name, so only runs of the named "
@@ -177,6 +182,23 @@ def _verified_target(step: Step, run: MeasuredRun) -> Target | None:
     return Target(number, sha)
 
 
+def _publish_unmeasured(step: Step, target: Target, name: str, run: MeasuredRun, error: CanaryError) -> None:
+    """A failed check run, saying why there is nothing to compare, on the commit the trusted side chose."""
+    from canary_action.report.escape import text
+
+    output = {
+        "title": "rlhf-canary: nothing to compare",
+        "summary": f"{text(error.message, 2000)}\n\nfix: {text(error.fix, 1000)}",
+    }
+    publisher = step.publisher()
+    try:
+        check = publisher.start_check(check_name(name), target.head_sha, run.url)
+        done = publisher.finish_check(check, "failure", output)
+        step.outputs["check-run-url"] = done.url or ""
+    except GitHubError as e:
+        step.degrade(e, "write the check run")
+
+
 def _open_pulls_of(step: Step, sha: str) -> list[int]:
     repo = step.runner.repository
     pulls = step.client.paginate(f"/repos/{repo}/commits/{sha}/pulls", "", limit=100)
@@ -191,12 +213,16 @@ def _download_measurement(step: Step, run: MeasuredRun, artifact: str) -> Path:
     runs = RunArtifacts(step.client, step.runner.repository)
     notes: list[str] = []
     found: Artifact | None = runs.find({"id": run.id, "html_url": run.url}, artifact, notes)
+    if found is None and any(OVERSIZED in note for note in notes):
+        raise ArtifactError(f"run {run.id}: {'; '.join(notes)}", fix="upload only the canary's output-dir")
     if found is None:
-        raise UsageError(
-            f"run {run.id} has no artifact {artifact} to report: {'; '.join(notes)}",
-            fix="the measure job uploads its output-dir as `${{ steps.canary.outputs.artifact-name }}` with "
-            "`if: ${{ !cancelled() }}`; a pull request that renames its config is reported once the new name is "
-            "on the default branch",
+        raise TrainingError(
+            f"run {run.id} has no artifact {artifact} to report ({'; '.join(notes)}): its measure job ended before "
+            "it measured anything (a setup command or a config it refused, a process killed while loading), or "
+            "uploaded under another name",
+            fix="read the measure job's log; it uploads its output-dir as `${{ steps.canary.outputs.artifact-name }}` "
+            "with `if: ${{ !cancelled() }}`, and a pull request that renames its config is reported once the new "
+            "name is on the default branch",
         )
     dest = step.out_dir / "measured" / slug(artifact)
     try:
@@ -216,8 +242,10 @@ def _download_measurement(step: Step, run: MeasuredRun, artifact: str) -> Path:
     return loose[0]
 
 
-def _file_name(path: str | None) -> str:
-    return (path or "").rsplit("/", 1)[-1]
+def _same_workflow(path: str | None, expected: str) -> bool:
+    """`expected` as the input gives it: a file name (pr-canary.yml) or its path (.github/workflows/pr-canary.yml)."""
+    wanted = expected if "/" in expected else f".github/workflows/{expected}"
+    return path == wanted
 
 
 def _str(value: object) -> str | None:

@@ -22,11 +22,13 @@ from pathlib import Path
 
 from canary_action.config.load import LoadedConfig
 from canary_action.errors import ERROR_FILE_ENV, CanaryError, TrainingError, UsageError, from_record
+from canary_action.files import FileRefusedError, read_regular_file
 from canary_action.metrics.stream import rebuild_killed
 from canary_action.train.launch.environment import child_environment, prepare_setup, unprivileged
 
 _GIT = ("git", "-c", "safe.directory=*")
 _STOP_GRACE_S = 30
+_ERROR_FILE_LIMIT = 2**20
 
 
 @dataclass(frozen=True)
@@ -45,10 +47,12 @@ class ChildTrainer:
         except CanaryError as error:
             # Where the run's metrics.json is, the parent finds for itself: the child's word names no path here.
             made = _new_runs(output_dir, before)
-            if isinstance(error, TrainingError) and len(made) == 1:
-                # A killed child left its provisional metrics.json and streamed steps: this process finishes it.
-                rebuild_killed(made[0])
-                error.metrics_path = made[0] / "metrics.json"
+            if isinstance(error, TrainingError):
+                error.metrics_path = None
+                if len(made) == 1:
+                    # A killed child left its provisional metrics.json and streamed steps: this process finishes it.
+                    rebuild_killed(made[0])
+                    error.metrics_path = made[0] / "metrics.json"
             raise
         made = _new_runs(output_dir, before)
         if len(made) != 1:
@@ -57,7 +61,10 @@ class ChildTrainer:
 
 
 def _new_runs(output_dir: Path, before: set[Path]) -> list[Path]:
-    return [d for d in set(output_dir.iterdir()) - before if (d / "metrics.json").is_file()]
+    """The run folders the child made: real folders only (a link it planted would lead this process's writes
+    elsewhere), each with a metrics.json."""
+    made = set(output_dir.iterdir()) - before
+    return [d for d in made if not d.is_symlink() and d.is_dir() and (d / "metrics.json").is_file()]
 
 
 def run_child(tree: Path, setup: str | None, args: Sequence[str]) -> None:
@@ -88,15 +95,32 @@ def run_child(tree: Path, setup: str | None, args: Sequence[str]) -> None:
             raise
     if code == 0:
         return
-    if error_file.is_file():
-        raise from_record(json.loads(error_file.read_text(encoding="utf-8")))
-    how = (
-        f"was killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"ended with exit status {code}"
-    )
+    record = _error_record(error_file)
+    if record is not None:
+        raise from_record(record)
     raise TrainingError(
-        f"the canary process {how} without saying why",
+        f"the canary process {_how_it_ended(code)} without saying why",
         fix="read the job log above (killed for memory? a native crash?); the steps it measured are kept",
     )
+
+
+def _error_record(path: Path) -> dict[str, object] | None:
+    """The error the child wrote, as data; None when it wrote none, or something that is not one (torn by a
+    kill, too large, not an object): the exit status then speaks for it."""
+    try:
+        record = json.loads(read_regular_file(path, limit=_ERROR_FILE_LIMIT))
+    except (OSError, FileRefusedError, ValueError, RecursionError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _how_it_ended(code: int) -> str:
+    if code >= 0:
+        return f"ended with exit status {code}"
+    try:
+        return f"was killed by signal {-code} ({signal.Signals(-code).name})"
+    except ValueError:  # a real-time signal has no name
+        return f"was killed by signal {-code}"
 
 
 def lockstep_base(workspace: Path, event_base: str, head: str | None) -> str:

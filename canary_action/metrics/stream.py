@@ -13,11 +13,13 @@ import json
 from pathlib import Path
 from typing import Final
 
+from canary_action.errors import MetricsFileError
 from canary_action.metrics import schema as m
 from canary_action.metrics.io import read_metrics, write_metrics
 from canary_action.metrics.summarize import stability_of, summarize
 
 STEPS_FILE: Final = "steps.jsonl"
+MAX_STEPS_BYTES: Final = 64 * 2**20  # as metrics.json's own cap
 KILLED: Final = "killed"
 KILLED_MESSAGE: Final = (
     "the canary process ended without finishing its metrics.json (killed: a signal such as SIGKILL, the "
@@ -38,25 +40,49 @@ def append_rows(path: Path, rows: list[dict[str, float | None]]) -> None:
 
 
 def read_rows(path: Path) -> Series:
-    """A steps file back as columns; a torn last line (the process died while writing it) is dropped."""
+    """A steps file back as columns, up to its first line that is not a row of numbers: a torn last line (the
+    process died while writing it), or anything else a process of the pull request's code wrote there."""
     rows: list[dict[str, float | None]] = []
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
+    if path.is_file() and not path.is_symlink():
+        with path.open("rb") as f:
+            text = f.read(MAX_STEPS_BYTES).decode("utf-8", errors="replace")
+        for line in text.splitlines():
+            row = _row(line)
+            if row is None:
                 break
+            rows.append(row)
     names: dict[str, None] = {}
     for row in rows:
         names.update(dict.fromkeys(row))
     return {name: [row.get(name) for row in rows] for name in names}
 
 
+def _row(line: str) -> dict[str, float | None] | None:
+    try:
+        row = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(row, dict) or not all(
+        isinstance(k, str) and (v is None or (isinstance(v, int | float) and not isinstance(v, bool)))
+        for k, v in row.items()
+    ):
+        return None
+    return {k: None if v is None else float(v) for k, v in row.items()}
+
+
 def rebuild_killed(run_dir: Path) -> m.Metrics | None:
     """A killed run's metrics.json rebuilt from its provisional one and its streamed steps (written, and
-    returned); None when the run finished its metrics.json itself, or never got to write the provisional one."""
+    returned); None when the run finished its metrics.json itself, never got to write the provisional one, or
+    left files that cannot be rebuilt from (they are then compared as they are: a failed run)."""
+    try:
+        return _rebuild(run_dir)
+    except (MetricsFileError, ValueError, TypeError, KeyError, RecursionError, OSError):
+        return None
+
+
+def _rebuild(run_dir: Path) -> m.Metrics | None:
     path = run_dir / "metrics.json"
-    if not path.is_file():
+    if not path.is_file() or run_dir.is_symlink():
         return None
     provisional = read_metrics(path)
     if provisional.status.reason != KILLED or provisional.series:

@@ -559,6 +559,20 @@ def test_report_mode_refuses_a_pull_request_whose_head_moved(runner: Runner, fak
     assert "pull request #2 is now at dddddddddddd: not published" in done.log
 
 
+def assert_only_a_failed_check(fake: FakeGitHub) -> None:
+    """A refused measurement: the pull request learns it has no verdict (a failed check), and nothing else."""
+    assert writes(fake) == [
+        f"POST /repos/{REPO}/check-runs",
+        f"PATCH /repos/{REPO}/check-runs/{fake.check_runs[0]['id']}",
+    ]
+    [check] = fake.check_runs
+    assert (check["name"], check["conclusion"], check["output"]["title"]) == (
+        CHECK,
+        "failure",
+        "rlhf-canary: nothing to compare",
+    )
+
+
 def _report_with(runner: Runner, fake: FakeGitHub, files: dict[str, bytes]) -> Outcome:
     fake.add_pull(number=2, head_sha=PR_HEAD, head_repo="octo-fork/Hello-World")
     fork = "octo-fork/Hello-World"
@@ -571,14 +585,14 @@ def _report_with(runner: Runner, fake: FakeGitHub, files: dict[str, bytes]) -> O
 def test_report_mode_refuses_a_path_traversal_artifact(runner: Runner, fake_github: FakeGitHub) -> None:
     done = _report_with(runner, fake_github, {"../../metrics.json": b"{}"})
     assert done.code == 2
-    assert writes(fake_github) == []
+    assert_only_a_failed_check(fake_github)
     assert "::error title=artifact refused::" in done.log
 
 
 def test_report_mode_refuses_a_zip_bomb(runner: Runner, fake_github: FakeGitHub) -> None:
     done = _report_with(runner, fake_github, {"metrics.json": b" " * (65 * 2**20)})
     assert done.code == 2
-    assert writes(fake_github) == []
+    assert_only_a_failed_check(fake_github)
     assert "artifact refused" in done.log
 
 
@@ -603,7 +617,7 @@ def test_report_mode_refuses_an_oversized_artifact_without_downloading_it(
 ) -> None:
     done = _report_with(runner, fake_github, {"metrics.json": random.Random(0).randbytes(65 * 2**20)})  # incompressible
     assert done.code == 2
-    assert writes(fake_github) == []
+    assert_only_a_failed_check(fake_github)
     assert fake_github.blob_requests == []
     assert "over the cap" in done.log
 
@@ -682,6 +696,8 @@ def test_a_bug_is_exit_3_with_its_traceback_never_1(runner: Runner, fake_github:
     assert done.code == 3
     assert "KeyError: 'oops'" in done.log
     assert "::error title=rlhf-canary::unexpected error" in done.log
+    [check] = fake_github.check_runs  # never left "in progress"
+    assert (check["status"], check["conclusion"]) == ("completed", "failure")
 
 
 def test_a_cuda_config_without_a_visible_gpu_fails_fast_with_the_runtime_fix(
@@ -730,6 +746,8 @@ def test_a_cancelled_job_still_writes_its_outputs(runner: Runner, fake_github: F
     assert done.code == 130
     assert "::error title=rlhf-canary::cancelled" in done.log
     assert done.outputs["artifact-name"] == ARTIFACT
+    [check] = fake_github.check_runs  # never left "in progress"
+    assert (check["status"], check["conclusion"]) == ("completed", "cancelled")
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the action's only while it runs
 
 
@@ -737,7 +755,7 @@ def test_report_mode_refuses_a_name_used_as_a_file_and_a_folder(runner: Runner, 
     done = _report_with(runner, fake_github, {"a": b"x", "a/metrics.json": b"{}"})
     assert done.code == 2, done.log
     assert "as a file and as a folder" in done.log
-    assert writes(fake_github) == []
+    assert_only_a_failed_check(fake_github)
 
 
 def test_a_deeply_nested_event_payload_is_exit_2(runner: Runner, fake_github: FakeGitHub) -> None:

@@ -358,3 +358,34 @@ def test_an_output_dir_leading_out_of_the_workspace_is_refused(runner: Runner, f
         assert "not to a folder inside the workspace" in done.log
     assert list(outside.iterdir()) == []
     assert runner.trainer.calls == 0
+
+
+def test_a_measure_job_that_left_nothing_gets_a_failed_check_saying_so(runner: Runner, fake_github: FakeGitHub) -> None:
+    """A setup command that failed, a process killed while loading: no artifact, and still an answer on the PR."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    run_id = fake_github.add_workflow_run(event="pull_request_target", head_sha=BASE_COMMIT)
+
+    done = _report_same_run(runner, run_id, head_sha=PR_HEAD, pr_number="2")
+
+    assert done.code == 3, done.log
+    [check] = fake_github.check_runs
+    assert (check["head_sha"], check["conclusion"]) == (PR_HEAD, "failure")
+    assert "ended before it measured anything" in check["output"]["summary"]
+    assert 2 not in fake_github.comments
+
+
+def test_a_run_listing_two_pull_requests_is_not_published_on_the_first(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    fake_github.add_pull(number=3, head_sha=PR_HEAD, base_ref="release")
+    run_id = fake_github.add_workflow_run(event="pull_request", branch="changes", head_sha=PR_HEAD)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=_metrics_zip())
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork=None)
+    data = json.loads(payload.read_text())
+    data["workflow_run"]["pull_requests"] = [{"number": n, "id": n, "url": "https://api.github.com/x"} for n in (2, 3)]
+    payload.write_text(json.dumps(data))
+
+    done = runner.run("workflow_run", payload, measured_workflow=".github/workflows/canary.yml")
+
+    assert done.code == 0
+    assert writes(fake_github) == []
+    assert "2 open pull requests have head commit" in done.log

@@ -31,6 +31,7 @@ TIMEOUT_S: Final = 60
 HOSTILE_CONFIGS: Final = {
     "yaml_aliases.yaml": "YAML anchors and aliases are not supported in canary configs",
     "huge_integer.yaml": "an integer of 5,000 digits",
+    "huge_hex_integer.yaml": "an integer of 17,160 bits",
     "bool_count.yaml": "max_steps: expected an integer, got true",
     "huge_dataset_size.yaml": "dataset_size: must be <= 1,000,000",
     "huge_max_length.yaml": "max_length: must be <= 131,072",

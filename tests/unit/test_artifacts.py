@@ -68,6 +68,9 @@ def test_a_canary_artifact_comes_out_whole(tmp_path: Path) -> None:
         (lambda: archive(("a/b.json", b"{}"), ("a//b.json", b"{}")), "names 'a//b.json' twice"),
         (lambda: corrupted(deflate_stream=True), "does not inflate"),
         (lambda: corrupted(method=99), "cannot be read"),
+        # Costs bounded before zipfile or the folder check pays them: depth, and entries folders included.
+        (lambda: archive(("/".join(["d"] * 33) + "/m.json", b"{}")), "nested over 32 folders deep"),
+        (lambda: archive(*((f"d{i}/", b"") for i in range(45))), "declares 45 entries"),
     ],
 )
 def test_a_hostile_artifact_is_refused_and_nothing_is_left(

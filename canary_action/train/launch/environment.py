@@ -4,9 +4,12 @@ what a setup command installed for it, and no token.
 Training runs code from the pull request (a factory, a reward function, a collator). It runs in a child
 process whose environment holds none of the action's inputs, the runner's tokens or its command files, and
 that cannot read its parent's memory or environment: the action makes itself non-dumpable (`seal_process`),
-which keeps /proc/PPID/environ, /proc/PPID/mem and /proc/PPID/maps from a process of the same user unless it
-holds capabilities; so children start without any (`unprivileged`: a Docker action runs as root, and root with
-its default capabilities still reads them). That is defence in depth, not a boundary: code from an
+which keeps /proc/PPID/environ, /proc/PPID/mem and /proc/PPID/maps from a process of the same user that lacks
+CAP_SYS_PTRACE and CAP_SYS_ADMIN, and children start with no capability but the file-access ones
+(`unprivileged`: a Docker action runs as root; it keeps what writing the runner-owned checkout and caches
+needs). What it cannot stop: the Docker socket the runner mounts into every Docker action is root on the
+machine, for any process that can open it; hence no token in the job that runs pull request code, and an
+ephemeral machine (docs/runner-setup.md). That is defence in depth, not a boundary: code from an
 untrusted pull request belongs in a job that was given no write token at all (docs/action.md, "Trust").
 
 Every file of a pull request is code, its top-level folders too: a `torch/` or `accelerate/` beside the
@@ -49,7 +52,13 @@ CODE_TREE_ENV: Final = "CANARY_CODE_TREE"
 _PR_SET_DUMPABLE: Final = 4
 _PR_CAPBSET_DROP: Final = 24
 _PR_SET_NO_NEW_PRIVS: Final = 38
+_PR_CAP_AMBIENT: Final = 47
+_PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
 _CAP_LAST_CAP: Final = Path("/proc/sys/kernel/cap_last_cap")
+#: CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_FSETID: root's access to files it does not own
+#: (the runner user's checkout, caches). Neither lets a process read another's /proc environ or memory.
+_FILE_CAPABILITIES: Final = frozenset({0, 1, 2, 3, 4})
+_CAPABILITY_VERSION_3: Final = 0x20080522
 _SETUP_TAIL_LINES: Final = 20
 
 
@@ -87,14 +96,30 @@ def seal_process() -> None:
 
 
 def unprivileged() -> None:
-    """preexec_fn of every child that runs pull request code: empty its capability bounding set, so that a child
-    running as root (a Docker action) gets no capability back at exec, and let nothing it runs gain privileges
-    (setuid binaries, file capabilities). It keeps its user: it still reads and writes what root owns. Not
+    """preexec_fn of every child that runs pull request code: leave only the file-access capabilities in its
+    bounding set and none inheritable or ambient, so that a child running as root (a Docker action) gets no
+    other back at exec, and let nothing it runs gain privileges (setuid binaries, file capabilities). Not
     root: there is nothing to drop, and the refusals change nothing."""
     last = int(_CAP_LAST_CAP.read_text()) if _CAP_LAST_CAP.is_file() else 40
     for capability in range(last + 1):
-        _prctl(_PR_CAPBSET_DROP, capability)
+        if capability not in _FILE_CAPABILITIES:
+            _prctl(_PR_CAPBSET_DROP, capability)
+    _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+    _clear_inheritable()
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+
+
+def _clear_inheritable() -> None:
+    """capset(2) with the inheritable set emptied: root's exec keeps inheritable capabilities past the bounding
+    set (older Docker releases passed the default set as inheritable)."""
+    if not sys.platform.startswith("linux"):
+        return
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # two (effective, permitted, inheritable) triples: 64 capability bits
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.capget(header, data) == 0:
+        data[2] = data[5] = 0
+        libc.capset(header, data)
 
 
 def _prctl(option: int, arg: int) -> None:
