@@ -4,7 +4,9 @@ killed mid-run (SIGKILL, the kernel's OOM killer, a native crash in a factory) s
 Single-process runs write `<run_dir>/steps.jsonl` beside a provisional metrics.json written at the start (status
 failed, reason `killed`), which the run's end replaces; the process that started the run rebuilds a killed
 run's metrics.json from the two (`rebuild_killed`). The ranks of a multi-process run stream the same way into
-`<run_dir>/ranks/` (train/ranks.py), merged by their launcher. No torch here: the rebuilding parent is light.
+`<run_dir>/ranks/` (train/ranks.py), merged by their launcher, which writes the provisional file before it
+launches them: a launcher killed before merging is rebuilt from the ranks' streams. No torch here: the
+rebuilding parent is light.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import Final
 from canary_action.errors import MetricsFileError
 from canary_action.metrics import schema as m
 from canary_action.metrics.io import read_metrics, write_metrics
+from canary_action.metrics.merge import RankRun, merge_series
 from canary_action.metrics.summarize import stability_of, summarize
 
 STEPS_FILE: Final = "steps.jsonl"
+RANKS_DIR: Final = "ranks"
 MAX_STEPS_BYTES: Final = 64 * 2**20  # as metrics.json's own cap
 KILLED: Final = "killed"
 KILLED_MESSAGE: Final = (
@@ -27,6 +31,10 @@ KILLED_MESSAGE: Final = (
 )
 
 Series = dict[str, list[float | None]]
+
+
+def rank_steps_path(directory: Path, rank: int) -> Path:
+    return directory / f"rank{rank}.steps.jsonl"
 
 
 def append_rows(path: Path, rows: list[dict[str, float | None]]) -> None:
@@ -87,8 +95,13 @@ def _rebuild(run_dir: Path) -> m.Metrics | None:
     provisional = read_metrics(path)
     if provisional.status.reason != KILLED or provisional.series:
         return None
-    series = read_rows(run_dir / STEPS_FILE)
     config = provisional.config
+    world = config.get("num_processes", 1)
+    if isinstance(world, int) and world > 1:  # the ranks streamed, the launcher was killed before merging them
+        ranks = [RankRun(k, read_rows(rank_steps_path(run_dir / RANKS_DIR, k)), None) for k in range(world)]
+        series = merge_series(ranks, world)
+    else:
+        series = read_rows(run_dir / STEPS_FILE)
     profiler = config.get("profiler") or {}
     window = (
         range(int(profiler["start_step"]), int(profiler["start_step"]) + int(profiler["num_steps"]))

@@ -20,6 +20,7 @@ import torch.distributed as dist
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from canary_action.metrics.merge import RankRecord
+from canary_action.metrics.stream import rank_steps_path
 from canary_action.train.callback import RunRecord
 from canary_action.train.stream import RowStream
 
@@ -55,7 +56,7 @@ class RankContext:
 
 
 def steps_path(directory: Path, rank: int) -> Path:
-    return directory / f"rank{rank}.steps.jsonl"
+    return rank_steps_path(directory, rank)
 
 
 def record_path(directory: Path, rank: int) -> Path:

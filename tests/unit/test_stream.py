@@ -6,7 +6,7 @@ from pathlib import Path
 
 from canary_action.metrics import schema as m
 from canary_action.metrics.io import read_metrics, write_metrics
-from canary_action.metrics.stream import KILLED, STEPS_FILE, append_rows, read_rows, rebuild_killed
+from canary_action.metrics.stream import KILLED, STEPS_FILE, append_rows, rank_steps_path, read_rows, rebuild_killed
 from tests.factories import make_metrics, make_series
 
 
@@ -64,3 +64,19 @@ def test_rows_round_trip_as_columns(tmp_path: Path) -> None:
     append_rows(path, [{"a": 1.0, "b": None}])
     append_rows(path, [{"a": 2.0, "c": 3.0}])
     assert read_rows(path) == {"a": [1.0, 2.0], "b": [None, None], "c": [None, 3.0]}
+
+
+def test_a_killed_launcher_is_rebuilt_from_its_ranks_streams(tmp_path: Path) -> None:
+    """num_processes > 1: the ranks streamed into ranks/, the launcher died before merging them."""
+    status = m.Status(state="failed", reason=KILLED, stage="train", message="killed")
+    provisional = make_metrics(summary=None, status=status).model_copy(update={"series": {}})
+    provisional = provisional.model_copy(update={"config": {**provisional.config, "num_processes": 2}})
+    write_metrics(provisional, tmp_path / "metrics.json")
+    for rank in (0, 1):
+        append_rows(rank_steps_path(tmp_path / "ranks", rank), _rows(5 if rank == 0 else 4))
+
+    rebuilt = rebuild_killed(tmp_path)
+
+    assert rebuilt is not None
+    assert rebuilt.series[m.STEP] == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert (rebuilt.status.reason, rebuilt.status.step) == (KILLED, 6)

@@ -36,7 +36,7 @@ from canary_action.metrics.merge import (
     merge_series,
     merge_status,
 )
-from canary_action.metrics.stream import read_rows
+from canary_action.metrics.stream import KILLED, KILLED_MESSAGE, read_rows
 from canary_action.metrics.summarize import steady_rows, summarize
 from canary_action.train import distributed
 from canary_action.train.launch.environment import safe_path_environment
@@ -78,6 +78,11 @@ def launch_canary(loaded: LoadedConfig, run_id: str, run_dir: Path, started: dat
             notices=notices, warnings=warnings, threads=threads,
         )  # fmt: skip
         raise
+    killed = m.Status(state="failed", reason=KILLED, stage="train", message=KILLED_MESSAGE)
+    _write(
+        loaded=loaded, run_id=run_id, run_dir=run_dir, started=started, runs=[], status=killed,
+        notices=notices, warnings=warnings, threads=threads,
+    )  # fmt: skip  # what a SIGKILL of this process leaves: rebuilt from the ranks' streams (metrics/stream.py)
     spec_path, accelerate_config = write_launch_files(loaded, run_dir, on_cuda)
     command = launcher_command(config.num_processes, threads, spec_path, accelerate_config)
     print(f"[{config.name}] launching {config.num_processes} processes: {' '.join(command)}", file=sys.stderr)
