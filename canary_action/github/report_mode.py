@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from canary_action.errors import ArtifactError, BaselineError, CanaryError, GitHubError, TrainingError, UsageError
-from canary_action.github.action import Step, Target, default_artifact, fetch_for, read_config
 from canary_action.github.baseline_fetch import OVERSIZED, FetchedBaselines, RunArtifacts
 from canary_action.github.context import PR_EVENTS
 from canary_action.github.publish import check_name
+from canary_action.github.step import Step, Target, default_artifact, fetch_for, read_config
 from canary_action.report.escape import one_line, slug
 from canary_action.report.view import Links
 

@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from canary_action.compare.result import Verdict
-from canary_action.github.action import baseline_snippet
 from canary_action.github.commands import Log, escape_data, escape_property, write_outputs
 from canary_action.github.context import EventContext
 from canary_action.github.publish import CommentMode, _wanted, conclusion_of
+from canary_action.github.run_mode import baseline_snippet
 from canary_action.report.render import render
 from canary_action.report.view import Links
 from tests.report_cases import CASES

@@ -1,0 +1,241 @@
+"""One run of the action, as every mode sees it: its inputs and context, the pull request and commit results
+go to, where they are written, and the GitHub calls that several modes make (the config, the baselines,
+completing a check run).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from canary_action.compare.result import CompareResult, Verdict
+from canary_action.errors import CanaryError, GitHubError, UsageError
+from canary_action.github.baseline_fetch import FetchedBaselines, fetch_baselines
+from canary_action.github.client import GitHubClient
+from canary_action.github.commands import Log, append_summary
+from canary_action.github.context import EventContext
+from canary_action.github.inputs import ActionInputs, RunnerEnv
+from canary_action.github.publish import Annotation, Conclusion, Published, Publisher, check_name, conclusion_of
+from canary_action.report.escape import slug
+from canary_action.report.view import Links
+
+if TYPE_CHECKING:
+    from canary_action.config.load import LoadedConfig
+
+ARTIFACT_PREFIX: Final = "rlhf-canary-"
+RESULT_FILE: Final = "result.json"
+REPORT_FILE: Final = "report.md"
+
+
+def default_artifact(config_name: str) -> str:
+    return ARTIFACT_PREFIX + slug(config_name)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The pull request results are published on, and its head commit (never the merge commit)."""
+
+    pr_number: int
+    head_sha: str
+
+
+@dataclass
+class Step:
+    """One run of the action: its inputs, context, and what it has produced so far."""
+
+    inputs: ActionInputs
+    runner: RunnerEnv
+    ctx: EventContext
+    client: GitHubClient
+    log: Log
+    outputs: dict[str, str] = field(default_factory=dict)
+    problems: list[CanaryError] = field(default_factory=list)
+    """Failures met after the measurement (GitHub down): reported, and exit 3, but nothing is lost."""
+
+    @property
+    def out_dir(self) -> Path:
+        return self.runner.workspace / self.inputs.output_dir
+
+    def relative(self, path: Path) -> str:
+        """Paths in outputs are relative to the workspace: the action's /github/workspace is not the host's."""
+        try:
+            return str(path.relative_to(self.runner.workspace))
+        except ValueError:
+            return str(path)
+
+    def run_url(self) -> str | None:
+        if self.runner.run_id is None:
+            return None
+        return f"{self.runner.server_url}/{self.runner.repository}/actions/runs/{self.runner.run_id}"
+
+    def publisher(self) -> Publisher:
+        return Publisher(self.client, self.runner.repository)
+
+    def degrade(self, error: GitHubError, doing: str) -> None:
+        """A refused write (read-only token) is a warning naming the permission; anything else is a problem."""
+        if error.forbidden:
+            self.log.annotate("warning", f"{error.message}. {error.fix}", title=f"rlhf-canary could not {doing}")
+        else:
+            self.problems.append(error)
+
+    def write_result(self, result: CompareResult, links: Links, prefix: str = "") -> tuple[Path, Path]:
+        from canary_action.report.render import render
+
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.check_output_dir()  # again: the pull request's code ran meanwhile, as a user who can replace it
+        result_path = self.out_dir / f"{prefix}{RESULT_FILE}"
+        report_path = self.out_dir / f"{prefix}{REPORT_FILE}"
+        replace_file(result_path, result.model_dump_json(indent=2) + "\n")
+        replace_file(report_path, render(result, "markdown", links))
+        append_summary(self.runner.summary_path, render(result, "summary", links))
+        self.outputs.update(
+            {
+                "verdict": result.verdict,
+                "result-path": self.relative(result_path),
+                "report-path": self.relative(report_path),
+            }
+        )
+        return result_path, report_path
+
+    def publish(
+        self,
+        result: CompareResult,
+        links: Links,
+        target: Target,
+        check: Published | None,
+        annotations: list[Annotation],
+        *,
+        config_name: str | None = None,
+    ) -> None:
+        """Complete the check run (a new one unless `check` is this run's) on the target commit, then the comment.
+        `config_name` names the check and the sticky comment: the trusted side's config's name (default: the
+        measured config's, for a run that measured trusted code)."""
+        from canary_action.report.render import check_output, render
+        from canary_action.report.view import sticky_marker
+
+        publisher = self.publisher()
+        config_name = config_name or result.current.config_name
+        try:
+            check = check or publisher.start_check(check_name(config_name), target.head_sha, self.run_url())
+            done = publisher.finish_check(
+                check, conclusion_of(result.verdict, self.inputs.fail_on), check_output(result, links), annotations
+            )
+            self.outputs["check-run-url"] = done.url or ""
+        except GitHubError as e:
+            self.degrade(e, "complete the check run")
+        try:
+            marker = sticky_marker(config_name)
+            body = render(result, "comment", links)
+            comment = publisher.upsert_comment(target.pr_number, marker, body, result.verdict, self.inputs.comment)
+            if comment is not None:
+                self.outputs["comment-url"] = comment.url or ""
+        except GitHubError as e:
+            self.degrade(e, "write the PR comment")
+
+    def clear_output_dir(self) -> None:
+        """Start from an empty output-dir inside the workspace: a self-hosted runner keeps its workspace, and an
+        earlier run's files would otherwise travel in this run's artifact (and become a second baseline). One
+        that leads out of the workspace (`..`, a symbolic link a checked-out repository can hold) is refused:
+        the action writes as root, and the upload step would not find it either."""
+        self.check_output_dir()
+        out_dir = self.out_dir
+        if not out_dir.is_dir() or not any(out_dir.iterdir()):
+            return
+        self.log.line(f"clearing {out_dir} (files of an earlier run)")
+        shutil.rmtree(out_dir)
+
+    def check_output_dir(self) -> None:
+        """UsageError unless output-dir is a folder (or nothing yet) inside the workspace, reached without a link."""
+        out_dir, workspace = self.out_dir, self.runner.workspace.resolve()
+        resolved = out_dir.resolve()
+        if resolved == workspace or workspace not in resolved.parents:
+            raise UsageError(
+                f"output-dir {self.inputs.output_dir} leads to {resolved}, not to a folder inside the workspace",
+                fix="set output-dir to a folder of its own under the workspace (the default: canary-output), "
+                "not a symbolic link",
+            )
+        if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+            raise UsageError(
+                f"output-dir {self.inputs.output_dir} is {'a symbolic link' if out_dir.is_symlink() else 'a file'}",
+                fix="set output-dir to a folder of its own under the workspace (the default: canary-output)",
+            )
+
+    def still_head(self, target: Target) -> bool:
+        """Whether the pull request's head is still the measured commit; a notice when it moved on."""
+        pull = self.client.request("GET", f"/repos/{self.runner.repository}/pulls/{target.pr_number}").body
+        current = str((pull.get("head") or {}).get("sha"))
+        if current == target.head_sha:
+            return True
+        self.log.annotate(
+            "notice",
+            f"measured {target.head_sha[:12]}, but pull request #{target.pr_number} is now at {current[:12]}: "
+            "the results are not published on it (the newer commit's run reports)",
+            title="rlhf-canary: the pull request moved on",
+        )
+        return False
+
+    def exit_code(self, verdict: Verdict | None) -> int:
+        for problem in self.problems:
+            self.log.annotate("error", f"{problem.message}. fix: {problem.fix}", title=problem.title)
+        if verdict == "crashed":
+            return 3
+        if verdict == "regression" and self.inputs.fail_on == "regression":
+            return 1
+        return 3 if self.problems else 0
+
+
+def read_config(step: Step) -> LoadedConfig:
+    from canary_action.config.load import load_config
+    from canary_action.errors import ConfigError
+
+    try:
+        loaded = load_config(step.runner.workspace / step.inputs.config)
+    except ConfigError as e:
+        step.log.annotate("error", e.render(), title=e.title, file=step.inputs.config)
+        raise
+    for notice in loaded.notices:
+        step.log.annotate("notice", notice, title="rlhf-canary config")
+    return loaded
+
+
+def fetch_for(step: Step, artifact: str, dest: Path, *, workflow_file: str | None = None) -> FetchedBaselines:
+    """The baselines of `artifact`: default-branch runs of `workflow_file` (default: the running workflow's)."""
+    ctx, inputs = step.ctx, step.inputs
+    branch = inputs.baseline_branch or ctx.default_branch
+    try:
+        if branch is None:
+            repo = step.client.request("GET", f"/repos/{step.runner.repository}").body
+            branch = str(repo["default_branch"])
+        return fetch_baselines(
+            step.client,
+            repository=step.runner.repository,
+            workflow_file=workflow_file or ctx.workflow_file,
+            branch=branch,
+            artifact=artifact,
+            wanted=inputs.baseline_runs,
+            dest=dest,
+            run_id=inputs.baseline_run_id,
+        )
+    except GitHubError as e:
+        step.degrade(e, "fetch the baselines")
+        return FetchedBaselines(notes=[f"baselines could not be fetched: {e.message}"])
+
+
+def complete_check(
+    step: Step, check: Published, conclusion: Conclusion, summary: str, title: str | None = None
+) -> None:
+    output = {"title": f"rlhf-canary: {title or conclusion}", "summary": summary}
+    try:
+        step.publisher().finish_check(check, conclusion, output)
+    except GitHubError as e:
+        step.degrade(e, "complete the check run")
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Write `text` to a new file that then takes `path`'s name: a link planted there is replaced, not followed."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.unlink(missing_ok=True)
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
