@@ -23,7 +23,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from canary_action.errors import ArtifactError, BaselineError, CanaryError, GitHubError, TrainingError, UsageError
+from canary_action.errors import (
+    ArtifactError,
+    BaselineError,
+    CanaryError,
+    GitHubError,
+    MetricsFileError,
+    TrainingError,
+    UsageError,
+)
 from canary_action.github.baseline_fetch import OVERSIZED, FetchedBaselines, RunArtifacts
 from canary_action.github.context import PR_EVENTS
 from canary_action.github.publish import check_name
@@ -82,9 +90,18 @@ def report_mode(step: Step) -> int:
         dest = Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-"))
         fetched = fetch_for(step, artifact, dest, workflow_file=run.workflow_file)
     threshold_file = step.runner.workspace / inputs.thresholds if inputs.thresholds else None
-    result = run_compare(
-        measured, fetched.paths, tier=inputs.tier, threshold_file=threshold_file, notes=fetched.notes, missing_ok=True
-    )
+    try:
+        result = run_compare(
+            measured,
+            fetched.paths,
+            tier=inputs.tier,
+            threshold_file=threshold_file,
+            notes=fetched.notes,
+            missing_ok=True,
+        )
+    except MetricsFileError as e:  # the measurement (untrusted) does not read as one
+        _publish_unmeasured(step, target, name, run, e)
+        raise
     if result.current.config_name != name:  # the trusted side's name marks the comment and names the check
         said = f"the measured config is named {result.current.config_name!r}; reported under {name!r}, the name on "
         said += "the default branch"

@@ -389,3 +389,16 @@ def test_a_run_listing_two_pull_requests_is_not_published_on_the_first(runner: R
     assert done.code == 0
     assert writes(fake_github) == []
     assert "2 open pull requests have head commit" in done.log
+
+
+def test_a_measurement_that_does_not_read_gets_a_failed_check(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    run_id = _fork_run(fake_github)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=make_zip({"pr-1/metrics.json": b'{"schema_version": 9}'}))
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+
+    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
+
+    assert done.code == 2, done.log
+    [check] = fake_github.check_runs
+    assert (check["conclusion"], check["output"]["title"]) == ("failure", "rlhf-canary: nothing to compare")
