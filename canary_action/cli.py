@@ -1,7 +1,8 @@
 """The `canary` command. The one place where exceptions become exit codes.
 
 Exit codes (DESIGN.md): 0 pass or neutral, 1 regression, 2 bad input (config, baseline, usage),
-3 infrastructure failure (training crashed, GitHub unreachable).
+3 infrastructure failure (training crashed, GitHub unreachable), 130 interrupted (Ctrl-C or SIGTERM; a run
+says what it kept).
 
 Light commands (env, schema, init-config, save-baseline) do not import torch: `run` imports the training
 side inside the command.
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import click
 
@@ -27,6 +29,8 @@ from canary_action.errors import (
     ConfigError,
     GitHubError,
     MetricsFileError,
+    MissingExtraError,
+    RunInterrupted,
     TrainingError,
     UsageError,
 )
@@ -37,6 +41,7 @@ if TYPE_CHECKING:
     from canary_action.report.render import Kind  # jinja2 only for the commands that render
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
 _EXIT_CODES: dict[type[CanaryError], int] = {
     ConfigError: EXIT_BAD_INPUT,
     UsageError: EXIT_BAD_INPUT,
@@ -73,9 +78,9 @@ def main() -> None:
     except click.ClickException as error:
         error.show()
         sys.exit(EXIT_BAD_INPUT)
-    except click.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(130)
+    except click.Abort as abort:  # click's word for a KeyboardInterrupt (Ctrl-C, or SIGTERM below)
+        click.echo(_interrupted_message(abort.__cause__), err=True)
+        sys.exit(EXIT_INTERRUPTED)
     except Exception:  # the unexpected: a traceback is the most useful thing to show
         traceback.print_exc()
         click.echo(
@@ -87,6 +92,25 @@ def main() -> None:
 
 def _interrupted(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _interrupted_message(cause: BaseException | None) -> str:
+    """What an interrupt ended, and, for a run, what it kept and where (the files and what each holds)."""
+    how = "Ctrl-C"
+    if cause is not None and str(cause).startswith("signal "):
+        try:
+            how = signal.Signals(int(str(cause).removeprefix("signal "))).name
+        except ValueError:
+            how = str(cause)
+    if not isinstance(cause, RunInterrupted):
+        return f"interrupted ({how})"
+    kept = cause.kept()
+    if not kept:
+        return f"interrupted ({how}): nothing was written to {cause.run_dir} yet"
+    width = max(len(str(path.relative_to(cause.run_dir))) for path, _ in kept)
+    lines = [f"interrupted ({how}): what the run measured so far is kept in {cause.run_dir}"]
+    lines += [f"  {path.relative_to(cause.run_dir)!s:<{width}}  {what}" for path, what in kept]
+    return "\n".join(lines)
 
 
 def _record_error(error: CanaryError) -> None:
@@ -139,14 +163,50 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
     loaded = load_config(config, overrides)
     for notice in loaded.notices:
         click.echo(f"note: {notice}", err=True)
+    _require_training_stack()  # before anything is written
     if output_dir is not None:
         output_folder(output_dir, flag="-o")
     else:
         output_folder(Path(loaded.config.output_dir), flag="output_dir")
     from canary_action.train.launch import run_canary  # the heavy import, only for this command
 
-    outcome = run_canary(loaded, output_dir)
+    try:
+        outcome = run_canary(loaded, output_dir)
+    except ModuleNotFoundError as missing:  # one that find_spec saw but that does not import (a broken install)
+        if (missing.name or "").partition(".")[0] not in TRAINING_STACK:
+            raise
+        raise _missing_training_stack([missing.name or ""]) from missing
     click.echo(_run_report(outcome.metrics, outcome.metrics_path))
+
+
+#: What `canary run` imports from the `[train]` extra (pyproject.toml), by import name. Its nvidia-ml-py is left
+#: out: it is imported only on CUDA machines, and a run goes on without GPU utilisation when it is missing.
+TRAINING_STACK: Final = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers", "psutil")
+
+
+def _require_training_stack() -> None:
+    """Exit 2 naming the extra when the training stack is not installed, instead of a traceback mid-run."""
+    import importlib.util
+
+    missing = []
+    for name in TRAINING_STACK:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):  # a finder that refuses it; a module object without a spec
+            found = False
+        if not found:
+            missing.append(name)
+    if missing:
+        raise _missing_training_stack(missing)
+
+
+def _missing_training_stack(missing: list[str]) -> MissingExtraError:
+    return MissingExtraError(
+        f"`canary run` trains, and the training stack (the [train] extra) is not installed: no {', '.join(missing)}",
+        fix="pip install 'rlhf-canary[train]'; in a checkout, with the CI constraint file (it pins the training "
+        "stack, a CPU torch where one is available): pip install -c requirements/ci-constraints.txt -e '.[train]' "
+        "(compare and report need no extra)",
+    )
 
 
 @cli.command("compare")
@@ -302,17 +362,71 @@ def _result_text(result: CompareResult, as_json: bool) -> str:
     "summary: the job summary; markdown: what `canary compare` prints.",
 )
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write here instead of stdout.")
-def report_command(result_file: Path, kind: str, output: Path | None) -> None:
-    """Render a compare result (`canary compare --json`) for GitHub or a terminal."""
+@click.option("--repo", metavar="OWNER/NAME", help="The repository the result is for: linked in the report.")
+@click.option("--pr", metavar="N", help="Its pull request: the report links to it (needs --repo). Nothing is posted.")
+def report_command(result_file: Path, kind: str, output: Path | None, repo: str | None, pr: str | None) -> None:
+    """Render a compare result (`canary compare --json`) for GitHub or a terminal.
+
+    --repo and --pr (rlhf-canary 0.1's flags) name the pull request the report is for and link it in the report;
+    this command posts nothing (the action publishes).
+    """
     from canary_action.report.load import read_result
     from canary_action.report.render import check_output, render
+    from canary_action.report.view import Links
 
+    links = Links(repository=_repository(repo), pull_request=_pull_request(pr, repo))
     result = read_result(result_file)
     if kind == "check":
-        text = json.dumps(check_output(result), indent=2, ensure_ascii=False) + "\n"
+        text = json.dumps(check_output(result, links), indent=2, ensure_ascii=False) + "\n"
     else:
-        text = render(result, _REPORT_KINDS[kind])
-    _emit(text, output, f"{kind} of {result.verdict}")
+        text = render(result, _REPORT_KINDS[kind], links)
+    target = ""
+    if links.repository is not None:
+        target = f" for {links.repository}" + (f"#{links.pull_request}" if links.pull_request is not None else "")
+    _emit(text, output, f"{kind} of {result.verdict}{target}")
+
+
+# GitHub's rules: an owner is 1-39 letters, digits and hyphens (underscores in managed users' names), not starting
+# with a hyphen; a repository name 1-100 letters, digits, '.', '_' and '-', never '.' or '..'.
+_OWNER_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,38}/(?!\.\.?\Z)[A-Za-z0-9._-]{1,100}")
+
+
+def _repository(value: str | None) -> str | None:
+    if value is None or _OWNER_NAME.fullmatch(value):
+        return value
+    from canary_action.metrics.io import clip_text
+
+    shown = clip_text(repr(value), 120)
+    if "://" in value or value.lower().startswith("github.com/"):
+        why = f"--repo {shown} is a URL, not OWNER/NAME"
+    else:
+        why = f"--repo {shown} is not a repository as OWNER/NAME"
+    raise UsageError(
+        why, fix='pass it as GitHub names it, e.g. --repo octo-org/my-repo (in a workflow: --repo "$GITHUB_REPOSITORY")'
+    )
+
+
+def _pull_request(value: str | None, repo: str | None) -> int | None:
+    if value is None:
+        return None
+    problem = None
+    if not re.fullmatch(r"[1-9][0-9]*", value):
+        problem = "is not a pull request number (a whole number from 1, written plainly)"
+    elif len(value) > 10 or int(value) > _MAX_NUMBER:
+        problem = f"is larger than any pull request number (at most {_MAX_NUMBER:,})"
+    if problem is not None:
+        from canary_action.metrics.io import clip_text
+
+        raise UsageError(f"--pr {clip_text(repr(value), 60)} {problem}", fix="pass the number alone, e.g. --pr 12")
+    if repo is None:
+        raise UsageError(
+            f"--pr {value} needs --repo: a pull request number is one of a repository's",
+            fix="add --repo OWNER/NAME, e.g. --repo octo-org/my-repo",
+        )
+    return int(value)
+
+
+_MAX_NUMBER: Final = 2**31 - 1  # GitHub's issue and pull request numbers are 32-bit integers
 
 
 @cli.command("init-config")
@@ -419,6 +533,12 @@ def _run_report(metrics: Metrics, path: Path) -> str:
     )
     if s is not None and s.final_loss is not None:
         lines.append(f"  loss            final {s.final_loss:.4f}, tail mean {s.tail_mean_loss or 0:.4f}")
+    if metrics.profiler is not None:
+        p = metrics.profiler
+        lines.append(f"  profiler        steps {p.start_step}-{p.end_step}, trace {p.trace_path}")
+    # A window the run stopped before (or inside): the notice train/profiler.py wrote says what is missing.
+    shortfall = [notice.removeprefix("profiler: ") for notice in metrics.notices if notice.startswith("profiler: ")]
+    lines += [f"  profiler        {notice}" for notice in shortfall]
     lines.append(f"  metrics         {path}")
     return "\n".join(lines)
 

@@ -53,6 +53,12 @@ class UsageError(CanaryError):
     title = "usage error"
 
 
+class MissingExtraError(UsageError):
+    """A command needs an optional part of the install (`canary run` the `[train]` extra) that is not there."""
+
+    title = "missing install extra"
+
+
 class MetricsFileError(CanaryError):
     """A metrics.json (current run or baseline) is missing, corrupt or of an unknown schema version."""
 
@@ -109,6 +115,32 @@ class GitHubError(CanaryError):
     def forbidden(self) -> bool:
         """A refusal for want of a permission (a read-only token): the action degrades instead of failing."""
         return self.status in (403, 404)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or a cancelled job's SIGTERM) ended a run after it wrote what it had measured.
+
+    A KeyboardInterrupt, not a CanaryError: it passes every `except Exception`, and whatever handles interrupts
+    (the action's cancelled check) still does. It carries the run directory, so that the CLI can say what was
+    kept, and where.
+    """
+
+    #: What an interrupted run leaves, and what each holds (in the run directory, or a lockstep side's).
+    KEPT: tuple[tuple[str, str], ...] = (
+        ("metrics.json", "what was measured, with status failed (interrupted)"),
+        ("steps.jsonl", "one row per finished step"),
+        ("error.log", "the traceback: where it stopped"),
+        ("pair.json", "the lockstep rounds"),
+    )
+
+    def __init__(self, run_dir: Path, cause: KeyboardInterrupt) -> None:
+        super().__init__(*cause.args)
+        self.run_dir = run_dir
+
+    def kept(self) -> list[tuple[Path, str]]:
+        """The files of KEPT that exist, in the run directory and its sides' (base/, head/)."""
+        folders = [self.run_dir, *(self.run_dir / side for side in ("base", "head"))]
+        return [(f / name, what) for f in folders for name, what in self.KEPT if (f / name).is_file()]
 
 
 #: `canary` writes the error that ended it here (JSON) when this variable names a file: a parent that ran it as a

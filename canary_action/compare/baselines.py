@@ -33,6 +33,7 @@ HOW_TO_CREATE: Final = (
     "run the canary on the default branch and keep its metrics.json as the baseline: upload it as the "
     "baseline artifact, or copy it with `canary save-baseline RUN_DIR/metrics.json DEST`"
 )
+_MAX_SKIPS_LISTED: Final = 5  # skipped files named in a "no baseline found" error; the rest are counted
 _UNPARSED: Final = object()  # what _peek returns for a file that is not even JSON
 
 
@@ -79,7 +80,7 @@ def load_baselines(paths: Sequence[Path], current: RunData) -> BaselineSet:
         else:
             excluded.append(f"{clip_text(run.run_id, 80)}: {why}")
     if not kept:
-        _no_history(paths, excluded)
+        _no_history(paths, excluded, notes)
     if len(kept) > MAX_BASELINES:
         notes.append(f"{len(kept)} usable baselines found; the newest {MAX_BASELINES} are used")
         kept = kept[:MAX_BASELINES]
@@ -209,12 +210,30 @@ def _exclusion(run: RunData, current: RunData) -> str | None:
     return None
 
 
-def _no_history(paths: Sequence[Path], excluded: list[str]) -> None:
+def _no_history(paths: Sequence[Path], excluded: list[str], notes: list[str]) -> None:
+    """Raise the NoBaselineError that says why: every run left out, or every file looked at skipped (and
+    why each was, as docs/baselines.md promises), or no .json file at all."""
     where = ", ".join(clip_text(str(p), 200) for p in paths) or "(none given)"
     if excluded:
         raise NoBaselineError(
             f"no usable baseline in {where}: every run was left out ({'; '.join(excluded)})",
             fix=f"pass a completed default-branch run; to make one, {HOW_TO_CREATE}",
+        )
+    skipped = [note.removeprefix("skipped ") for note in notes if note.startswith("skipped ")]
+    if skipped:
+        listed = "; ".join(skipped[:_MAX_SKIPS_LISTED])
+        if len(skipped) > _MAX_SKIPS_LISTED:
+            listed += f"; and {len(skipped) - _MAX_SKIPS_LISTED} more"
+        raise NoBaselineError(
+            f"no baseline found in {where}: {len(skipped)} .json file{'s' if len(skipped) != 1 else ''} looked "
+            f"at, none of them a metrics file (skipped {listed})",
+            fix=f"pass the folder or file that holds the baseline's metrics.json; to create one, {HOW_TO_CREATE}",
+        )
+    if paths:  # files give a run or an error: these are folders
+        them = "it" if len(paths) == 1 else "them"
+        raise NoBaselineError(
+            f"no baseline found in {where}: no .json file below {them} (hidden files and folders are skipped)",
+            fix=f"check that the baseline was downloaded there; to create one, {HOW_TO_CREATE}",
         )
     raise NoBaselineError(f"no baseline found in {where}", fix=f"to create one, {HOW_TO_CREATE}")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Final
 
 from pydantic import ValidationError
 
@@ -14,12 +15,13 @@ from canary_action.compare.result import CompareResult
 from canary_action.compare.runs import RunData
 from canary_action.compare.verdict import compare
 from canary_action.config.load import load_threshold_file
-from canary_action.config.thresholds import ThresholdOverrides, Tier, resolve
+from canary_action.config.thresholds import ThresholdFile, Tier, base_tier, resolve
 from canary_action.errors import MetricsFileError, NoBaselineError, UsageError
 from canary_action.metrics.io import clip_text
 from canary_action.metrics.pair import PairRecord
 
 ALLOWABLE = sorted({*PERF_FIELDS, *LEARNING_FIELDS})
+_COMPARE_TIME: Final = "the compare-time tier: --threshold-tier, or the action's `tier` input"
 
 
 def run_compare(
@@ -31,11 +33,15 @@ def run_compare(
     allowed: Collection[str] = (),
     notes: Sequence[str] = (),
     missing_ok: bool = False,
+    trusted_block: tuple[str, ThresholdFile | None] | None = None,
 ) -> CompareResult:
-    """Load, merge thresholds (tier <- file <- the run's inline block), compare. Raises CanaryError subclasses.
+    """Load, merge thresholds (tier <- file <- the run's inline block, each base_tier replacing the tier before
+    it, and said in the notes when it replaced one that was asked for), compare. Raises CanaryError subclasses.
 
     `missing_ok` (the action, which searched for baselines itself): no usable baseline is a neutral result
     that says why, instead of NoBaselineError. `notes` go into the result ahead of the loader's.
+    `trusted_block` (report mode: (where it is from, the default branch's config's block)): the inline layer is
+    that block, not the measured run's — a pull request's config must not loosen the limits it is judged by.
     """
     _check_allowed(allowed)
     members = pair_members(current_path)
@@ -55,23 +61,46 @@ def run_compare(
             raise
         history = BaselineSet(runs=[], excluded=[], notes=[none.message] if baseline_paths else [])
     file = load_threshold_file(threshold_file) if threshold_file is not None else None
-    inline = _inline(current)
-    sources = [f"tier {tier}"]
-    if file is not None:
-        sources = [f"tier {file.base_tier}"] if file.base_tier else sources
-        sources.append(f"file {threshold_file}")
-    if inline is not None:
-        sources.append(f"the thresholds block of config {current.config_name}")
-    all_notes = [*notes, *history.notes, *(f"excluded baseline {why}" for why in history.excluded)]
+    inline, inline_name = _inline(current), f"the thresholds block of config {current.config_name}"
+    if trusted_block is not None:
+        inline_name, trusted = trusted_block
+        if inline != trusted:
+            notes = [*notes, f"the measured config's thresholds block is not used: judged by {inline_name}"]
+        inline = trusted
+    layers = [(f"file {threshold_file}", file), (inline_name, inline)]
+    used = base_tier(tier, file, inline)
+    sources = [f"tier {used}", *(name for name, layer in layers if layer is not None)]
+    all_notes = [
+        *notes,
+        *_replaced_tiers(tier, layers),
+        *history.notes,
+        *(f"excluded baseline {why}" for why in history.excluded),
+    ]
     return compare(
         current,
         history.runs,
         resolve(tier, file, inline),
-        tier=file.base_tier if file is not None and file.base_tier else tier,
+        tier=used,
         threshold_sources=sources,
         allowed=allowed,
         notes=all_notes,
     )
+
+
+def _replaced_tiers(tier: Tier, layers: Sequence[tuple[str, ThresholdFile | None]]) -> list[str]:
+    """Say when a layer's base_tier replaced a tier that was asked for (the flag's `default` is no choice)."""
+    said: list[str] = []
+    chosen, by = tier, _COMPARE_TIME
+    for name, layer in layers:
+        if layer is None or layer.base_tier is None:
+            continue
+        asked = by != _COMPARE_TIME or chosen != "default"
+        if asked and layer.base_tier != chosen:
+            said.append(
+                f"thresholds start from tier {layer.base_tier}, the base_tier of {name}, not tier {chosen} ({by})"
+            )
+        chosen, by = layer.base_tier, f"the base_tier of {name}"
+    return said
 
 
 def pair_members(path: Path) -> tuple[Path, Path] | None:
@@ -90,12 +119,12 @@ def pair_members(path: Path) -> tuple[Path, Path] | None:
     return folder / "head" / "metrics.json", folder / "base" / "metrics.json"
 
 
-def _inline(current: RunData) -> ThresholdOverrides | None:
+def _inline(current: RunData) -> ThresholdFile | None:
     block = current.config.get("thresholds")
     if block is None:
         return None
     try:
-        return ThresholdOverrides.model_validate(block)
+        return ThresholdFile.model_validate(block)
     except ValidationError as e:
         raise MetricsFileError(
             f"{current.source}: its config's thresholds block is invalid: {e.errors()[0]['msg']}",

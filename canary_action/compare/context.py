@@ -28,6 +28,11 @@ class Context:
     against it (paired.py), whatever other baselines there are."""
 
     @property
+    def level(self) -> float:
+        """The confidence level of the statistical checks' intervals and of their test (confidence_level)."""
+        return self.thresholds.confidence_level
+
+    @property
     def learning_severity(self) -> Literal["fail", "warn"]:
         return "fail" if self.thresholds.fail_on_learning else "warn"
 

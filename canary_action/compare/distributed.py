@@ -132,7 +132,7 @@ def _communication_time(ctx: Context) -> Check:
             else "the baselines ran in one process: no collectives to compare"
         )
         return skipped(name, "perf", unit, why, current=median, fix=NEW_BASELINE if "recorded no" in why else None)
-    effect = compare_levels(Sample.of(own), samples, ratio=device_ratio(ctx.current))
+    effect = compare_levels(Sample.of(own), samples, ratio=device_ratio(ctx.current), level=ctx.level)
     check = judged(name, unit, effect, limit, ctx, worse="higher", current=median)
     step = ctx.current.step_time_median
     share = f"; collectives take {100 * median / step:.0f} % of the step" if step else ""

@@ -51,6 +51,8 @@ class PairedPoints:
     base: float
     current: float
     rounds: int
+    level: float
+    """The confidence level of [low_pp, high_pp]."""
 
 
 def partner(current: RunData, baselines: Sequence[RunData]) -> RunData | None:
@@ -89,8 +91,9 @@ def common_rounds(current: RunData, base: RunData) -> list[tuple[list[int], list
     return [(mine[r], theirs[r]) for r in sorted(mine.keys() & theirs.keys())]
 
 
-def paired_effect(current: RunData, base: RunData, figure: RoundFigure) -> Effect | None:
-    """Head against base on a positive per-round figure (step time, tokens/s); None with < MIN_ROUNDS rounds."""
+def paired_effect(current: RunData, base: RunData, figure: RoundFigure, *, level: float = LEVEL) -> Effect | None:
+    """Head against base on a positive per-round figure (step time, tokens/s), its interval at `level`; None with
+    < MIN_ROUNDS rounds."""
     logs = []
     for own_rows, base_rows in common_rounds(current, base):
         own, other = figure(current, own_rows), figure(base, base_rows)
@@ -102,7 +105,7 @@ def paired_effect(current: RunData, base: RunData, figure: RoundFigure) -> Effec
     d, se, dof = trimmed_mean(logs)
     proc = process_sd(current)
     sd_log = math.sqrt(se**2 + proc**2)
-    half = t_quantile((1 + LEVEL) / 2, dof) * sd_log
+    half = t_quantile((1 + level) / 2, dof) * sd_log
     step_sd = per_step_log_sd(current.steady_step_times) or 0.0
     return Effect(
         delta_pct=100 * math.expm1(d),
@@ -115,11 +118,13 @@ def paired_effect(current: RunData, base: RunData, figure: RoundFigure) -> Effec
         num_baselines=1,
         step_sd_log=step_sd,
         paired_rounds=n,
+        level=level,
     )
 
 
-def paired_points(current: RunData, base: RunData, share: RoundFigure) -> PairedPoints | None:
-    """Head minus base of a share (0..1) per round, in percentage points; None with < MIN_ROUNDS rounds."""
+def paired_points(current: RunData, base: RunData, share: RoundFigure, *, level: float = LEVEL) -> PairedPoints | None:
+    """Head minus base of a share (0..1) per round, in percentage points, its interval at `level`; None with
+    < MIN_ROUNDS rounds."""
     pairs = [
         (own, other)
         for own_rows, base_rows in common_rounds(current, base)
@@ -129,9 +134,9 @@ def paired_points(current: RunData, base: RunData, share: RoundFigure) -> Paired
     if n < MIN_ROUNDS:
         return None
     d, se, dof = trimmed_mean([100 * (own - other) for own, other in pairs])
-    half = t_quantile((1 + LEVEL) / 2, dof) * se
+    half = t_quantile((1 + level) / 2, dof) * se
     return PairedPoints(
-        delta_pp=d, low_pp=d - half, high_pp=d + half, rounds=n,
+        delta_pp=d, low_pp=d - half, high_pp=d + half, rounds=n, level=level,
         base=100 * statistics.fmean(o for _, o in pairs), current=100 * statistics.fmean(c for c, _ in pairs),
     )  # fmt: skip
 

@@ -53,12 +53,15 @@ def perf_checks(ctx: Context) -> tuple[list[Check], Effect | None]:
     return checks, effect
 
 
-def step_time_effect(current: RunData, baselines: Sequence[RunData]) -> Effect | None:
-    """The statistical comparison the step_time check judges (None without steady samples)."""
+def step_time_effect(current: RunData, baselines: Sequence[RunData], *, level: float) -> Effect | None:
+    """The statistical comparison the step_time check judges, at confidence `level` (None without steady
+    samples)."""
     samples = [level_sample(b.steady_step_times, b.step_time_median) for b in baselines]
     usable = [s for s in samples if s is not None]
     own = level_sample(current.steady_step_times, current.step_time_median)
-    return compare_levels(own, usable, ratio=device_ratio(current)) if own is not None and usable else None
+    if own is None or not usable:
+        return None
+    return compare_levels(own, usable, ratio=device_ratio(current), level=level)
 
 
 def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
@@ -67,12 +70,12 @@ def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
     if blocked:
         return blocked, None
     if ctx.partner is not None:
-        effect = paired.paired_effect(ctx.current, ctx.partner, paired.step_time)
+        effect = paired.paired_effect(ctx.current, ctx.partner, paired.step_time, level=ctx.level)
         if effect is None:
             return _too_few_rounds(ctx, name, unit), None
         check = judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median)
         return check, effect
-    effect = step_time_effect(ctx.current, ctx.perf.usable)
+    effect = step_time_effect(ctx.current, ctx.perf.usable, level=ctx.level)
     if effect is None:
         why = "no steady-state step times in the baseline"
         return skipped(name, "perf", unit, why, fix=NEW_BASELINE), None
@@ -96,7 +99,7 @@ def _tokens_per_sec(ctx: Context) -> Check:
     if blocked:
         return blocked
     if ctx.partner is not None:
-        effect = paired.paired_effect(ctx.current, ctx.partner, paired.tokens_per_s)
+        effect = paired.paired_effect(ctx.current, ctx.partner, paired.tokens_per_s, level=ctx.level)
         if effect is None:
             return _too_few_rounds(ctx, name, unit)
         return judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
@@ -104,7 +107,7 @@ def _tokens_per_sec(ctx: Context) -> Check:
     samples = [s for b in measured if (s := _rates(b)) is not None]
     if own is None or not samples:
         return _tokens_unjudged(ctx, own is None, bool(measured))
-    effect = compare_levels(own, samples, ratio=device_ratio(ctx.current))
+    effect = compare_levels(own, samples, ratio=device_ratio(ctx.current), level=ctx.level)
     return judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
 
 
@@ -165,7 +168,7 @@ def _paired_share(ctx: Context, name: str, column: str, limit: float) -> Check:
     """A share of step time (data wait, generation), head minus base per round: warns when clearly up by more
     than the limit in percentage points (a share moves with the step, so it names a mechanism, not a verdict)."""
     assert ctx.partner is not None
-    points = paired.paired_points(ctx.current, ctx.partner, paired.share_of(column))
+    points = paired.paired_points(ctx.current, ctx.partner, paired.share_of(column), level=ctx.level)
     if points is None:
         return _too_few_rounds(ctx, name, "%")
     clear = points.low_pp > 0 or points.high_pp < 0
@@ -174,7 +177,8 @@ def _paired_share(ctx: Context, name: str, column: str, limit: float) -> Check:
     return Check(
         name=name, group="perf", status=status, unit="%", baseline=points.base, current=points.current,
         delta=points.delta_pp, delta_pct=pct(points.delta_pp, points.base),
-        interval=Interval(low=points.low_pp, high=points.high_pp), threshold=limit, threshold_unit="pp",
+        interval=Interval(low=points.low_pp, high=points.high_pp, level=points.level), threshold=limit,
+        threshold_unit="pp",
         message=f"{label} {points.base:.1f} % → {points.current:.1f} % ({points.delta_pp:+.1f} points "
         f"[{points.low_pp:+.1f}, {points.high_pp:+.1f}]) paired over {points.rounds} rounds, "
         f"{'clear' if clear else 'not statistically clear'}",
@@ -235,7 +239,7 @@ def judged(
         current=current,
         delta=current - base if current is not None and base is not None else None,
         delta_pct=effect.delta_pct,
-        interval=Interval(low=effect.low_pct, high=effect.high_pct),
+        interval=Interval(low=effect.low_pct, high=effect.high_pct, level=effect.level),
         threshold=decision.limit_pct if worse == "higher" else -decision.limit_pct,
         threshold_unit="%",
         threshold_note=_noise_note(effect, limit, decision.limit_pct, ctx.thresholds.run_spread_k)

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final, Literal
 
+from canary_action.config.thresholds import DEFAULT_CONFIDENCE_LEVEL
+
 #: tau0 / per-step spread, by device kind. cpu: from 16 real plain runs of the tiny DPO canary (one thread,
 #: collected interleaved under 0-2 busy loops on a shared 2-core machine: `detection.py collect-real`), whose
 #: medians spread 1.39x as much as their steps. Load levels make that spread a mixture, heavier-tailed than the
@@ -37,7 +39,7 @@ PRIOR_DOF: Final = 3  # the prior counts as 3 runs: one lucky-quiet baseline pai
 MIN_BATCHES: Final = 5
 MAX_BATCHES: Final = 30
 MIN_BATCH_LEN: Final = 5  # batches shorter than the correlation length (a few steps here) understate the error
-LEVEL: Final = 0.95
+LEVEL: Final = DEFAULT_CONFIDENCE_LEVEL  # the thresholds' confidence_level, unless a comparison passes its own
 _MAD_TO_SIGMA: Final = 1.4826
 
 
@@ -72,6 +74,8 @@ class Effect:
     paired_rounds: int | None = None
     """A lockstep pair's comparison: the rounds judged (run_spread_pct is then the rounds' spread, and
     prior_spread_pct the process-level spread added to the interval); None for separate runs."""
+    level: float = LEVEL
+    """The confidence level of [low_pct, high_pct], and so of the test that the change is clear."""
 
     def noise_floor_pct(self, k: float) -> float:
         """The smallest change k noise SDs away from zero, in percent."""
@@ -84,8 +88,8 @@ def prior_ratio(device: str | None) -> float:
     return PRIOR_RATIO.get(kind, PRIOR_RATIO["cpu"])
 
 
-def compare_levels(current: Sample, baselines: Sequence[Sample], *, ratio: float) -> Effect:
-    """The change of `current` against the baselines' mean log median, with its interval.
+def compare_levels(current: Sample, baselines: Sequence[Sample], *, ratio: float, level: float = LEVEL) -> Effect:
+    """The change of `current` against the baselines' mean log median, with its interval at `level`.
 
     `ratio` scales the run-spread prior from the per-step spread: `prior_ratio(device)`.
     """
@@ -105,7 +109,7 @@ def compare_levels(current: Sample, baselines: Sequence[Sample], *, ratio: float
     within_floor = statistics.fmean(within) if within else 0.0
     sd_log = math.sqrt(max(tau_sq, within_floor) * (1 + 1 / n))
     dof = PRIOR_DOF + n - 1
-    half = t_quantile((1 + LEVEL) / 2, dof) * sd_log
+    half = t_quantile((1 + level) / 2, dof) * sd_log
     return Effect(
         delta_pct=100 * math.expm1(d),
         low_pct=100 * math.expm1(d - half),
@@ -116,6 +120,7 @@ def compare_levels(current: Sample, baselines: Sequence[Sample], *, ratio: float
         dof=dof,
         num_baselines=n,
         step_sd_log=step_sd,
+        level=level,
     )
 
 

@@ -186,14 +186,15 @@ def _noise(effect: Effect | None, thresholds: Thresholds) -> Noise | None:
                 f"paired A/B: the head and base sides took turns on this runner; per round, the log ratio of their "
                 f"median step times; mean over {effect.paired_rounds} rounds (rounds spread "
                 f"{effect.run_spread_pct or 0:.1f} %), interval from that spread plus a process-level spread of "
-                f"{effect.prior_spread_pct:.1f} %; t interval, {effect.dof} d.o.f."
+                f"{effect.prior_spread_pct:.1f} %; {_percent(effect.level)} t interval, {effect.dof} d.o.f."
             ),
         )
     method = (
         "step time: median of steady-state steps on a log scale; within-run error by batch medians "
         "(autocorrelation-safe); run-to-run spread "
         + (f"measured over {effect.num_baselines} baselines" if effect.run_spread_pct is not None else "assumed")
-        + f", pooled with a prior of {effect.prior_spread_pct:.1f} %; t interval, {effect.dof} d.o.f."
+        + f", pooled with a prior of {effect.prior_spread_pct:.1f} %; {_percent(effect.level)} t interval, "
+        f"{effect.dof} d.o.f."
     )
     return Noise(
         baseline_runs=effect.num_baselines,
@@ -201,3 +202,8 @@ def _noise(effect: Effect | None, thresholds: Thresholds) -> Noise | None:
         run_spread_k=thresholds.run_spread_k,
         method=method,
     )
+
+
+def _percent(level: float) -> str:
+    """0.95 -> '95 %', 0.995 -> '99.5 %'."""
+    return f"{100 * level:.4g} %"

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
 from canary_action.config import messages
+from canary_action.config.overrides import Overrides, apply_overrides
 from canary_action.config.sample import write_sample_config
 from canary_action.config.schema import FAMILIES, LEGACY_ALGORITHM_KEYS, CanaryConfig, CommonConfig
-from canary_action.config.source import line_finder, parse_yaml, read_yaml
+from canary_action.config.source import line_finder, read_yaml
 from canary_action.config.thresholds import ThresholdFile
 from canary_action.errors import ConfigError
 
@@ -54,7 +54,6 @@ _RETIRED_KEYS: Final = {
     "use_synthetic_reward": "PPO's reward now comes from `reward_model` (default builtin:tiny-gpt-neox, "
     "a random-weight scorer: the same kind of synthetic signal)",
 }
-_FIX = "correct the keys listed above; `canary init-config` writes a sample with every key documented"
 
 
 @dataclass(frozen=True)
@@ -110,20 +109,20 @@ def _build(data: object, *, source: str, overrides: Sequence[str], path: Path | 
         data = copy.deepcopy(data)
     except RecursionError:
         raise ConfigError(f"{source}: nested too deeply to be a config") from None
-    notices = _apply_overrides(data, overrides, origin="file" if path is not None else "config")
-    overridden = [tuple(o.partition("=")[0].strip().split(".")) for o in overrides]
+    notices = apply_overrides(data, overrides, origin="file" if path is not None else "config")
+    given = Overrides.of(overrides)
     finder: list[messages.LineOf] = []  # composed on the first error only
 
     def line_of(key_path: messages.KeyPath) -> int | None:
-        if not text or any(key_path[: len(o)] == o for o in overridden):
+        if not text or given.covers(key_path):
             return None  # the value came from the command line, not from this line of the file
         if not finder:
             finder.append(line_finder(text))
         return finder[0](key_path)
 
-    family, errors = _choose_family(data, notices, line_of)
+    family, errors = _choose_family(data, notices, line_of, given)
     if family is None:
-        raise ConfigError(f"{source}: {messages.count(errors)}", errors=errors, fix=_FIX)
+        raise _invalid(source, errors, given)
     notices += _drop_foreign_keys(data, family)
     try:
         config = _ADAPTER.validate_python(data)
@@ -132,9 +131,10 @@ def _build(data: object, *, source: str, overrides: Sequence[str], path: Path | 
             _strip_tag(exc.errors(include_url=False), data["training_type"]),
             family,
             line_of=line_of,
+            origin_of=given.origin_of,
             elsewhere=_elsewhere(family),
         )
-        raise ConfigError(f"{source}: {messages.count(errors)}", errors=errors, fix=_FIX) from None
+        raise _invalid(source, errors, given) from None
     if config.distributed is not None and config.num_processes == 1:
         # A notice, not an error: DDP over one process is no DDP at all, so nothing is measured differently,
         # and `--set num_processes=1` must run a multi-process config on one GPU. (fsdp and deepspeed would
@@ -145,8 +145,13 @@ def _build(data: object, *, source: str, overrides: Sequence[str], path: Path | 
     return LoadedConfig(config=config, notices=notices, path=path, source_text=text)
 
 
+def _invalid(source: str, errors: list[str], given: Overrides) -> ConfigError:
+    subject, fix = given.heading(source, errors)
+    return ConfigError(f"{subject}: {messages.count(errors)}", errors=errors, fix=fix)
+
+
 def _choose_family(
-    data: dict[Any, Any], notices: list[str], line_of: messages.LineOf
+    data: dict[Any, Any], notices: list[str], line_of: messages.LineOf, given: Overrides
 ) -> tuple[type[CommonConfig] | None, list[str]]:
     """The class for data's training_type (defaulted for 0.1 configs), or None and every error found."""
     valid = ", ".join(FAMILIES)
@@ -164,16 +169,24 @@ def _choose_family(
     else:
         match = messages.did_you_mean(kind, list(FAMILIES))
         hint = f" — did you mean `{match}`?" if match is not None else ""
-        line = line_of(("training_type",))
-        where = f" (line {line})" if line is not None else ""
-        errors = [f"training_type: {messages.show(kind)} is not a training type{hint} (one of {valid}){where}"]
+        errors = [f"training_type: {messages.show(kind)} is not a training type{hint} (one of {valid})"]
+        errors[0] += _where(("training_type",), errors[0], line_of, given)
     # Without a family, the other values cannot be checked; keys no family knows can.
     known = {key for cls in FAMILIES.values() for key in cls.model_fields} | LEGACY_ALGORITHM_KEYS | set(_RETIRED_KEYS)
     unknown = [key for key in data if key not in known]
     for key in unknown[: messages.MAX_LISTED]:
-        line = line_of((key,))
-        errors.append(messages.unknown_key((key,), sorted(known)) + (f" (line {line})" if line is not None else ""))
+        error = messages.unknown_key((key,), sorted(known))
+        errors.append(error + _where((key,), error, line_of, given))
     return None, errors + messages.more_problems(len(unknown) - messages.MAX_LISTED)
+
+
+def _where(path: messages.KeyPath, error: str, line_of: messages.LineOf, given: Overrides) -> str:
+    """` (line 7)` or ` (from --set KEY=VALUE)`, as describe_errors ends its lines."""
+    line = line_of(path)
+    if line is not None:
+        return f" (line {line})"
+    origin = given.origin_of(path, error)
+    return f" ({origin})" if origin is not None else ""
 
 
 def _drop_foreign_keys(data: dict[Any, Any], family: type[CommonConfig]) -> list[str]:
@@ -209,46 +222,6 @@ def _strip_tag(errors: list[ErrorDetails], tag: str) -> list[ErrorDetails]:
             own["loc"] = own["loc"][1:]
         stripped.append(own)
     return stripped
-
-
-def _apply_overrides(data: dict[Any, Any], overrides: Sequence[str], *, origin: str) -> list[str]:
-    """`--set a.b=value`: the value is YAML (`true`, `12`, `[builtin:length]`); absent mappings are made."""
-    notices, errors = [], []
-    for override in overrides:
-        key, sep, raw = override.partition("=")
-        parts = key.strip().split(".")
-        if not sep or not all(part.strip() for part in parts):
-            errors.append(f"--set {override!r}: expected KEY=VALUE (e.g. max_steps=5 or profiler.enabled=true)")
-            continue
-        try:
-            value = parse_yaml(raw)
-        except yaml.YAMLError as exc:
-            errors.append(f"--set {override!r}: the value is not valid YAML ({getattr(exc, 'problem', exc)})")
-            continue
-        except RecursionError:
-            errors.append(f"--set {override!r}: the value is nested too deeply")
-            continue
-        node = data
-        for depth, part in enumerate(parts[:-1]):
-            if node.get(part) is None:
-                node[part] = {}
-            elif not isinstance(node[part], dict):
-                prefix = ".".join(parts[: depth + 1])
-                errors.append(f"--set {override!r}: `{prefix}` is {messages.show(node[part])}, not a mapping")
-                break
-            node = node[part]
-        else:
-            shown = f"{key.strip()}={raw.strip()}"
-            if parts[-1] in node:
-                notices.append(f"--set {shown} overrides the {origin}'s {messages.show(node[parts[-1]])}")
-            else:
-                notices.append(f"--set {shown} sets a key the {origin} leaves at its default")
-            node[parts[-1]] = value
-    if errors:
-        raise ConfigError(
-            f"--set: {messages.count(errors)}", errors=errors, fix="write each override as --set KEY.PATH=VALUE"
-        )
-    return notices
 
 
 def _not_a_mapping(source: str, data: object, *, example: str) -> ConfigError:

@@ -19,6 +19,8 @@ from pydantic_core import ErrorDetails
 
 KeyPath = tuple[str | int, ...]
 LineOf = Callable[[KeyPath], int | None]
+#: (path, message) -> where a value without a line came from, e.g. "from --set max_steps=5"; None: unknown.
+OriginOf = Callable[[KeyPath, str], str | None]
 
 #: Problems described one by one; past these, one line counts the rest. A config file holds thousands of
 #: unknown keys at most: each would cost a did-you-mean and a line lookup, and nobody reads such a list.
@@ -84,16 +86,18 @@ def dotted(path: KeyPath) -> str:
 
 
 def unknown_key(path: KeyPath, options: Sequence[str], elsewhere: Mapping[str, Sequence[str]] | None = None) -> str:
-    """`unknown key `lerning_rate` — did you mean `learning_rate`?` (or where the key does apply)."""
-    leaf = path[-1]
+    """`unknown key `lerning_rate` — did you mean `learning_rate`?` (or where the key does apply). A nested
+    suggestion keeps its block (`profiler.enabled`): it is what the user writes in `--set`, and findable."""
+    leaf, block = path[-1], path[:-1]
     head = f"unknown key `{dotted(path)}`"
     if isinstance(leaf, str) and elsewhere and leaf in elsewhere:
         return f"{head} — it applies to training_type {', '.join(elsewhere[leaf])} only"
     match = did_you_mean(leaf, options)
     if match is not None:
-        return f"{head} — did you mean `{match}`?"
+        return f"{head} — did you mean `{dotted((*block, match))}`?"
     if len(options) <= 12:
-        return f"{head} — valid keys here: {', '.join(options)}"
+        where = f"under `{dotted(block)}`" if block else "here"
+        return f"{head} — valid keys {where}: {', '.join(options)}"
     return head
 
 
@@ -102,13 +106,15 @@ def describe_errors(
     root: type[BaseModel],
     *,
     line_of: LineOf | None = None,
+    origin_of: OriginOf | None = None,
     elsewhere: Mapping[str, Sequence[str]] | None = None,
 ) -> list[str]:
     """One line per pydantic error (loc relative to `root`), led by its dotted path; the errors of one
     value against the branches of a union collapse into one line.
 
     `elsewhere` maps top-level keys of other training types to those types, for a better hint than a
-    did-you-mean; `line_of` finds the source line of a path (None where there is no file, or no such key).
+    did-you-mean; `line_of` finds the source line of a path (None where there is no file, or no such key);
+    where there is no line, `origin_of` may name where the value came from instead (`from --set a.b=1`).
     Past MAX_LISTED errors, the rest are counted in one last line (more_problems).
     """
     rest = len(errors) - MAX_LISTED
@@ -127,7 +133,9 @@ def describe_errors(
     rendered = []
     for path, text in lines:
         line = line_of(path) if line_of is not None and path else None
-        rendered.append((line, f"{text} (line {line})" if line is not None else text))
+        origin = origin_of(path, text) if origin_of is not None and line is None else None
+        suffix = f" (line {line})" if line is not None else f" ({origin})" if origin is not None else ""
+        rendered.append((line, text + suffix))
     # File order reads best; problems with no line (a missing key, a cross-field rule) come last.
     rendered.sort(key=lambda item: item[0] if item[0] is not None else 1 << 30)
     return [text for _, text in rendered] + more_problems(rest)
@@ -140,9 +148,14 @@ def more_problems(rest: int) -> list[str]:
 
 def count(lines: Sequence[str]) -> str:
     """'3 problems', or 'more than 50 problems' for a list that more_problems closed."""
-    if lines and lines[-1].startswith(_MORE):
-        return f"more than {len(lines) - 1} problems"
+    if num_listed(lines) < len(lines):
+        return f"more than {num_listed(lines)} problems"
     return f"{len(lines)} problem{'s' if len(lines) != 1 else ''}"
+
+
+def num_listed(lines: Sequence[str]) -> int:
+    """How many of the lines are problems (not the line that counts the rest)."""
+    return len(lines) - 1 if lines and lines[-1].startswith(_MORE) else len(lines)
 
 
 def _walk(err: ErrorDetails, root: type[BaseModel]) -> tuple[KeyPath, type[BaseModel], tuple[KeyPath, str] | None]:

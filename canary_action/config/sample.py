@@ -98,9 +98,13 @@ def _sample(training_type: str, tier: Tier) -> str:
         out += [f"# {line}" for line in _entry(DistributedConfig, key, value, note=None, indent="  ")]
     out += [
         "",
-        *_comment(_description(family, "thresholds") + " Merged over the tier chosen at compare time."),
+        *_comment(
+            _description(family, "thresholds") + f" base_tier replaces the tier chosen at compare time; the values "
+            f"below are the {tier} tier's."
+        ),
     ]
-    out += ["# thresholds:"] + [f"#   {key}: {_scalar(value)}" for key, value in TIERS[tier].model_dump().items()]
+    out += ["# thresholds:", f"#   base_tier: {tier}"]
+    out += [f"#   {key}: {_scalar(value)}" for key, value in TIERS[tier].model_dump().items()]
     return "\n".join(out) + "\n"
 
 

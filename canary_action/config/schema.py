@@ -12,7 +12,7 @@ from typing import Annotated, Final, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from canary_action.config.numbers import NOT_A_BOOL, Count, Number
-from canary_action.config.thresholds import ThresholdOverrides
+from canary_action.config.thresholds import ThresholdFile
 from canary_action.train.builtin import catalog
 
 TrainingType = Literal["sft", "dpo", "grpo", "rloo", "ppo", "custom"]
@@ -272,7 +272,11 @@ class CommonConfig(StrictModel):
         60.0, gt=0, description="Wall-clock limit of the training loop; the run stops early after it."
     )
     profiler: ProfilerConfig = Field(default_factory=ProfilerConfig, description="torch.profiler window.")
-    thresholds: ThresholdOverrides | None = Field(None, description="Inline overrides of the comparison thresholds.")
+    thresholds: ThresholdFile | None = Field(
+        None,
+        description="Comparison thresholds for this canary: the keys of a thresholds file, base_tier included, "
+        "merged last, over the compare-time tier and file (docs/compare.md).",
+    )
     fault_injection: FaultInjection | None = Field(None, description="Planted faults for testing the gate itself.")
 
     @field_validator("name")
@@ -306,6 +310,7 @@ class CommonConfig(StrictModel):
                 f"max_prompt_length ({self.max_prompt_length}) must be below max_length ({self.max_length})"
             )
         self._check_processes()
+        self._check_profiler_window()
         builtin = catalog.split(self.dataset_name)
         if builtin is not None and catalog.DATASETS[builtin] not in self.accepted_dataset_kinds():
             raise ValueError(
@@ -337,6 +342,32 @@ class CommonConfig(StrictModel):
             raise ValueError(f"distributed.strategy {strategy} runs on GPUs only: use ddp on the CPU (gloo)")
         if self.device == "cpu" and self.distributed and self.distributed.backend == "nccl":
             raise ValueError("distributed.backend nccl needs GPUs: use gloo (or leave it unset) on the CPU")
+
+    def _check_profiler_window(self) -> None:
+        """A window past max_steps records nothing (or part of what was asked), and would say nothing."""
+        window = self.profiler
+        if not window.enabled:
+            return
+        last = window.start_step + window.num_steps - 1
+        if last <= self.max_steps:
+            return
+        if window.start_step > self.max_steps:
+            recorded = "it would record nothing"
+        elif window.start_step == self.max_steps:
+            recorded = f"it would record only step {self.max_steps}"
+        else:
+            recorded = f"it would record only steps {window.start_step}-{self.max_steps}"
+        if window.num_steps <= self.max_steps:
+            fits = f"set profiler.start_step to at most {self.max_steps - window.num_steps + 1}"
+        elif window.start_step <= self.max_steps:
+            fits = f"set profiler.num_steps to at most {self.max_steps - window.start_step + 1}"
+        else:
+            fits = f"move the window (profiler.start_step, profiler.num_steps) inside steps 1-{self.max_steps}"
+        raise ValueError(
+            f"the profiler window (profiler.start_step {window.start_step}, profiler.num_steps {window.num_steps}: "
+            f"steps {window.start_step}-{last}) ends past max_steps ({self.max_steps}): {recorded}. {fits.capitalize()}"
+            f", raise max_steps to {last}, or set profiler.enabled: false"
+        )
 
     def accepted_dataset_kinds(self) -> tuple[catalog.DatasetKind, ...]:
         """Data shapes this family can train on; custom trainers bring their own data, so all."""

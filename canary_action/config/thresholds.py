@@ -1,8 +1,10 @@
 """Comparison thresholds: the keys users of rlhf-canary 0.1 know, the keys of the newer checks, their tiers,
 and how overrides merge.
 
-Merge order (later wins): the tier's defaults <- a thresholds YAML file (whose optional `base_tier` replaces
-the tier) <- the config's inline `thresholds:` block.
+Merge order (later wins): the tier's defaults <- a thresholds YAML file <- the config's inline `thresholds:`
+block. Both take the same keys, `base_tier` included; `base_tier` follows the same order: the last layer that
+names one replaces the tier chosen before it (the command line's `--threshold-tier`, the action's `tier`), and
+every key a layer sets still wins over that tier's value.
 
 Severity: perf, memory and stability limits fail the gate (rank imbalance and communication time, for
 multi-process runs, included); learning limits (loss curve, tail loss, algorithm
@@ -12,13 +14,26 @@ unless `fail_on_learning` makes the learning ones fail too.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from canary_action.config.numbers import Count, Number
+from canary_action.config.numbers import NOT_A_BOOL, Count, Number
 
 Tier = Literal["default", "smoke", "perf", "nightly"]
+DEFAULT_CONFIDENCE_LEVEL: Final = 0.95  # rlhf-canary 0.1's default, and the level this gate's rates were measured at
+
+
+def _a_level(value: float) -> float:
+    # Exclusive at both ends: at 0.5 or below every change would be "clear"; at 1 none could be.
+    if not 0.5 < value < 1:
+        percent = f" — did you mean {value / 100:g}?" if 50 < value < 100 else ""
+        raise ValueError(f"must be a fraction between 0.5 and 1, exclusive (0.95 for 95 %), got {value:g}{percent}")
+    return value
+
+
+#: The level of the intervals and of the test that a change is real (its interval excludes zero).
+ConfidenceLevel = Annotated[float, NOT_A_BOOL, AfterValidator(_a_level)]
 
 
 class Thresholds(BaseModel):
@@ -63,6 +78,13 @@ class Thresholds(BaseModel):
         ge=0,
         description="Fail when the collectives' own time per step grows more (%) (statistical, like step time).",
     )
+    # rlhf-canary 0.1's key. A default, like the two above: a result.json written before it still loads.
+    confidence_level: ConfidenceLevel = Field(
+        DEFAULT_CONFIDENCE_LEVEL,
+        description="Level of the statistical checks' intervals and of their test: a change counts as clear only "
+        "when its interval excludes zero (a fraction, 0.5 < level < 1; 0.99 makes a false alarm rarer and a "
+        "small regression harder to catch).",
+    )
 
 
 class ThresholdOverrides(BaseModel):
@@ -88,12 +110,15 @@ class ThresholdOverrides(BaseModel):
     fail_on_learning: bool | None = None
     max_rank_imbalance_pct: Number | None = Field(None, ge=0)
     max_comm_time_increase_pct: Number | None = Field(None, ge=0)
+    confidence_level: ConfidenceLevel | None = None
 
 
 class ThresholdFile(ThresholdOverrides):
-    """A thresholds YAML file: an optional base tier plus overrides."""
+    """A thresholds YAML file, or a config's inline `thresholds:` block: an optional base tier plus overrides."""
 
-    base_tier: Tier | None = None
+    base_tier: Tier | None = Field(
+        None, description="The tier these overrides start from; it replaces the one chosen before (see resolve)."
+    )
 
 
 _NEWER: Final = {
@@ -139,12 +164,20 @@ TIERS: Final[dict[Tier, Thresholds]] = {
 TIER_STEPS: Final[dict[Tier, int]] = {"default": 100, "smoke": 100, "perf": 500, "nightly": 2000}
 
 
+def base_tier(tier: Tier, *layers: ThresholdOverrides | None) -> Tier:
+    """The tier the merge starts from: the last layer's `base_tier`, else `tier`."""
+    for layer in reversed(layers):
+        if isinstance(layer, ThresholdFile) and layer.base_tier is not None:
+            return layer.base_tier
+    return tier
+
+
 def resolve(
-    tier: Tier = "default", file: ThresholdFile | None = None, inline: ThresholdOverrides | None = None
+    tier: Tier = "default", file: ThresholdOverrides | None = None, inline: ThresholdOverrides | None = None
 ) -> Thresholds:
-    """Merge in the documented order: tier <- file (its base_tier replaces `tier`) <- inline block."""
-    base = TIERS[file.base_tier if file is not None and file.base_tier is not None else tier]
-    merged = base.model_dump()
+    """Merge in the documented order, later winning: tier <- file <- inline block. A layer's base_tier replaces
+    the tier named before it (the last one that names one wins); every key a layer sets wins over that tier."""
+    merged = TIERS[base_tier(tier, file, inline)].model_dump()
     for layer in (file, inline):
         if layer is not None:
             merged.update(layer.model_dump(exclude_none=True, exclude={"base_tier"}))

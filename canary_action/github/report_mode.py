@@ -98,6 +98,7 @@ def report_mode(step: Step) -> int:
             threshold_file=threshold_file,
             notes=fetched.notes,
             missing_ok=True,
+            trusted_block=(f"the thresholds block of {inputs.config} on the default branch", loaded.config.thresholds),
         )
     except MetricsFileError as e:  # the measurement (untrusted) does not read as one
         _publish_unmeasured(step, target, name, run, e)

@@ -28,7 +28,8 @@ CURVES: Final = {schema.STEP_TIME_S: ("Step time per step", "seconds"), schema.L
 
 @dataclass(frozen=True)
 class Links:
-    """Where the full story is; built by the action from the GitHub context (None: not known)."""
+    """Where the full story is; built by the action from the GitHub context, or by `canary report --repo --pr`
+    (None: not known)."""
 
     workflow_run: str | None = None
     artifacts: str | None = None
@@ -36,6 +37,10 @@ class Links:
     artifact_name: str | None = None
     baseline_snippet: str | None = None
     """The workflow YAML that would create a baseline, shown when there is none."""
+    repository: str | None = None
+    """owner/name, already checked (`canary report --repo`): linked, with the pull request when there is one."""
+    pull_request: int | None = None
+    server_url: str = "https://github.com"
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,7 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
         counts=Md(
             f"{failed} failed · {warned} warned · {passed} passed · {unjudged} not judged"
             + (f" · {idle} not applicable" if idle else "")
+            + _interval_levels(result.checks)
         ),
         checks=[_row(c) for c in result.checks],
         top_suspect=Md(f"Most likely cause: **{top.category}** ({100 * top.confidence:.0f} %)") if top else None,
@@ -219,6 +225,15 @@ def _row(check: Check) -> CheckRow:
         threshold=_threshold(check),
         message=text(check.message, 300),
     )
+
+
+def _interval_levels(checks: Sequence[Check]) -> str:
+    """What the brackets in the Change column are: ' · [low, high]: 95 % confidence intervals' (thresholds'
+    confidence_level), or '' when no check has one."""
+    levels = sorted({c.interval.level for c in checks if c.interval is not None})
+    if not levels:
+        return ""
+    return f" · [low, high]: {' / '.join(f'{100 * level:.4g} %' for level in levels)} confidence intervals"
 
 
 def _change(check: Check) -> Md:
@@ -411,7 +426,16 @@ def _facts(result: CompareResult) -> list[Md]:
 
 def _links(links: Links) -> list[Md | None]:
     artifact = f"artifact {links.artifact_name}" if links.artifact_name else "artifacts"
+    pull_request = None
+    if links.repository is not None:
+        where = f"{links.server_url}/{links.repository}"
+        pull_request = (
+            link(links.repository, where)
+            if links.pull_request is None
+            else link(f"{links.repository}#{links.pull_request}", f"{where}/pull/{links.pull_request}")
+        )
     return [
+        pull_request,
         link("workflow run", links.workflow_run),
         link(artifact, links.artifacts),
         link("baseline run", links.baseline_run),

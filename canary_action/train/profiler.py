@@ -14,7 +14,7 @@ from torch.profiler import ProfilerActivity, profile
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from canary_action.config.schema import ProfilerConfig
-from canary_action.metrics.schema import ProfiledOp, ProfilerSummary
+from canary_action.metrics.schema import ProfiledOp, ProfilerSummary, Status
 
 _US_PER_MS = 1000.0
 
@@ -48,6 +48,25 @@ class ProfilerWindow(TrainerCallback):
     def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
         if self._profile is not None:  # the run ended inside the window: keep what was recorded
             self._finish()
+
+    def shortfall(self, status: Status, num_steps: int) -> str | None:
+        """In words, what a run that ended before or inside the window left of it; None when it recorded it whole.
+        (The config refuses a window past max_steps: only a run that stops early gets here.)"""
+        first, last = self.steps.start, self.steps.stop - 1
+        recorded = self.summary.end_step if self.summary is not None else None
+        if recorded is not None and recorded >= last:
+            return None
+        if status.state == "failed":
+            how = "was interrupted" if status.reason == "interrupted" else f"failed ({status.exception_type})"
+        else:
+            how = f"stopped early ({status.reason})" if status.reason else "stopped early"
+        ended = f"the run {how} after {num_steps} step{'s' if num_steps != 1 else ''}"
+        window = f"the profiler window (steps {first}-{last})"
+        if recorded is None and num_steps < first:
+            return f"profiler: nothing recorded: {ended}, before {window}"
+        if recorded is None:
+            return f"profiler: nothing recorded: {ended}, inside {window}, before its trace was written"
+        return f"profiler: recorded steps {first}-{recorded} of the window {first}-{last} only: {ended}"
 
     def _finish(self) -> None:
         profiled, self._profile = self._profile, None

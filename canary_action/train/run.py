@@ -40,10 +40,10 @@ from canary_action.train.instrument import instrument
 from canary_action.train.placement import Placement, apply_cpu_threads, resolve_placement
 from canary_action.train.probes import DeviceProbe
 from canary_action.train.profiler import ProfilerWindow
-from canary_action.train.progress import ProgressLine
+from canary_action.train.progress import ProgressLine, StageLines
 from canary_action.train.ranks import RankContext, RankSync
-from canary_action.train.setup import TrainingSetup
-from canary_action.train.stages import current_stage, stage
+from canary_action.train.setup import TrainingSetup, drop_empty_trainer_dir
+from canary_action.train.stages import announce_stages, current_stage, stage
 from canary_action.train.stream import RowStream
 
 
@@ -81,8 +81,13 @@ class CanaryRun:
         self.failure: tuple[float, str | None] | None = None  # (unix time, a CanaryError's fix)
 
     def execute(self) -> None:
-        config = self.config
         lead = self.rank is None or self.rank.rank == 0
+        # The lead process says what it is loading, one line a stage: the minute before step 1 is not silence.
+        with announce_stages(StageLines(self.config)) if lead else contextlib.nullcontext():
+            self._execute(lead)
+
+    def _execute(self, lead: bool) -> None:
+        config = self.config
         with stage("preflight"):
             family = family_module(config.training_type)
             family.preflight(config)
@@ -165,6 +170,8 @@ class CanaryRun:
     def finish(self, run_id: str, started: datetime, pair: m.PairSide | None = None) -> m.Metrics:
         if self.stream is not None:
             self.stream.flush()
+        self._end_notices()
+        drop_empty_trainer_dir(self.run_dir)
         series = self.record.series()
         warmup = self.config.metrics_warmup_steps
         metrics = assemble_metrics(
@@ -189,6 +196,8 @@ class CanaryRun:
         assert self.rank is not None, "rank records belong to launched ranks"
         if self.sync is not None:
             self.sync.flush()
+        self._end_notices()
+        drop_empty_trainer_dir(self.run_dir)
         return RankRecord(
             rank=self.rank.rank,
             status=self.status,
@@ -204,6 +213,12 @@ class CanaryRun:
 
     def _profiler_steps(self) -> range | None:
         return profiler_steps(self.config)
+
+    def _end_notices(self) -> None:
+        """What the end of the run did to what was asked: a profiler window it never (or only partly) reached."""
+        shortfall = self.profiler.shortfall(self.status, self.record.num_steps) if self.profiler else None
+        if shortfall is not None and shortfall not in self.notices:
+            self.notices.append(shortfall)
 
 
 def profiler_steps(config: CommonConfig) -> range | None:

@@ -8,6 +8,7 @@ that name is empty and TRL would go to the Hub. A local path makes that reload w
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from functools import cached_property
@@ -33,11 +34,23 @@ from canary_action.train.placement import Placement
 from canary_action.train.stages import stage
 
 ConfigT = TypeVar("ConfigT", bound=CommonConfig)
+#: The Trainer's output_dir, inside the run directory. It saves nothing there (save_strategy "no"), but makes
+#: the folder when it starts: drop_empty_trainer_dir removes it again at the end of the run.
+TRAINER_DIR = "trainer"
 
 
 def cache_dir() -> Path:
     """Builtin model copies live here; CANARY_CACHE_DIR overrides (the runner image points it at a volume)."""
     return Path(os.environ.get("CANARY_CACHE_DIR", Path.home() / ".cache" / "rlhf-canary"))
+
+
+def drop_empty_trainer_dir(run_dir: Path) -> None:
+    """An empty TRAINER_DIR is only clutter in the run directory; one holding anything (files a custom trainer
+    or TRL's completion logging wrote) stays."""
+    folder = run_dir / TRAINER_DIR
+    with contextlib.suppress(FileNotFoundError):  # another rank of the same run removed it first
+        if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+            folder.rmdir()
 
 
 class TrainingSetup(Generic[ConfigT]):
@@ -140,7 +153,7 @@ class TrainingSetup(Generic[ConfigT]):
         """TrainingArguments every family shares. The canary owns these: per-step logs, NaN visible, no saving."""
         cfg = self.config
         kwargs: dict[str, Any] = {
-            "output_dir": str(self.run_dir / "trainer"),
+            "output_dir": str(self.run_dir / TRAINER_DIR),
             "max_steps": cfg.max_steps,
             "per_device_train_batch_size": cfg.batch_size,
             "gradient_accumulation_steps": cfg.gradient_accumulation_steps,

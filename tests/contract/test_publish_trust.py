@@ -402,3 +402,23 @@ def test_a_measurement_that_does_not_read_gets_a_failed_check(runner: Runner, fa
     assert done.code == 2, done.log
     [check] = fake_github.check_runs
     assert (check["conclusion"], check["output"]["title"]) == ("failure", "rlhf-canary: nothing to compare")
+
+
+def test_a_pull_request_cannot_loosen_the_limits_it_is_judged_by(runner: Runner, fake_github: FakeGitHub) -> None:
+    """The measured config's thresholds block is the pull request's: report mode judges by the default branch's."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    baselines(fake_github, 3)
+    run_id = _fork_run(fake_github)
+    loose = {**SAME_CONFIG, "thresholds": {"max_step_time_increase_pct": 1000.0}}
+    run = {"run_id": "pr-1", "started_at": "2026-11-20T10:00:00Z"}
+    slow = make_metrics(step_time_s=0.2, seed=11, run=run, workload=SAME_DATA, config=loose)
+    fake_github.add_artifact(
+        run_id, name=ARTIFACT, content=make_zip({"pr-1/metrics.json": slow.model_dump_json().encode()})
+    )
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+
+    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
+
+    assert done.code == 1, done.log
+    assert done.result().verdict == "regression"
+    assert any("thresholds block is not used" in n for n in done.result().notes)

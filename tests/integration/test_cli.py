@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -102,6 +105,79 @@ def test_run_prints_the_summary_users_know(tmp_path: Path) -> None:
     for phrase in ("completed", "duration", "step time", "tokens/s", "non-finite", "metrics.json"):
         assert phrase in result.stdout
     assert "step 6/6" in result.stderr  # the progress line
+    # Issue 15 item 13: what is loading before step 1, a line a stage; the time left on each progress line.
+    stages = [line for line in result.stderr.splitlines() if line.startswith("[tiny-sft] ") and "step " not in line]
+    assert stages == [
+        "[tiny-sft] loading torch, transformers and trl",
+        "[tiny-sft] building the sft trainer",
+        "[tiny-sft]   loading the model builtin:tiny-llama",
+        "[tiny-sft]   loading the data builtin:sft-messages (256 examples)",
+        "[tiny-sft] training 6 steps",
+    ]
+    assert re.search(r"step 1/6 \|.*\| ETA (<1|\d+) s$", result.stderr, re.M)
+    [run_dir] = tmp_path.iterdir()
+    assert sorted(p.name for p in run_dir.iterdir()) == ["metrics.json", "steps.jsonl"]  # no empty trainer/
+
+
+def test_set_mistakes_are_the_options_not_the_files(tmp_path: Path) -> None:
+    # Issue 15 item 11: "dpo.yaml: unknown key `max_stepz`" for a typo made on the command line.
+    config = ROOT / "configs" / "tiny" / "dpo.yaml"
+    result = canary("run", config, "-o", tmp_path, "--set", "max_stepz=3", "--set", "profiler.enabeld=true")
+    assert result.returncode == 2
+    assert f"invalid canary config: --set options over {config}: 2 problems" in result.stderr
+    assert "unknown key `max_stepz` — did you mean `max_steps`? (from --set max_stepz=3)" in result.stderr
+    assert "did you mean `profiler.enabled`? (from --set profiler.enabeld=true)" in result.stderr
+    assert "fix: correct the --set KEY=VALUE options named above" in result.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_profiler_window_past_max_steps_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    result = canary("run", ROOT / "configs" / "tiny" / "sft.yaml", "-o", tmp_path, "--set", "profiler.enabled=true")
+    assert result.returncode == 2
+    assert "the profiler window (profiler.start_step 50, profiler.num_steps 20: steps 50-69) ends past max_steps" in (
+        result.stderr
+    )
+    assert "Set profiler.start_step to at most 11, raise max_steps to 69" in result.stderr
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_run_that_stops_before_its_profiler_window_says_so(tmp_path: Path) -> None:
+    # Issue 15 item 12: the window was never reached, and nothing said so.
+    window = ("profiler.enabled=true", "profiler.start_step=4", "profiler.num_steps=2")
+    sets = [arg for value in ("max_steps=6", *window, "fault_injection.nan_loss_at_step=2") for arg in ("--set", value)]
+    result = canary("run", ROOT / "configs" / "tiny" / "sft.yaml", "-o", tmp_path, *sets)
+    assert result.returncode == 0, result.stderr
+    said = "nothing recorded: the run stopped early (non_finite) after 2 steps, before the profiler window (steps 4-5)"
+    assert f"  profiler        {said}" in result.stdout
+    [path] = tmp_path.glob("*/metrics.json")
+    metrics = read_metrics(path)
+    assert metrics.profiler is None
+    assert f"profiler: {said}" in metrics.notices
+
+
+def test_ctrl_c_says_what_the_run_kept_and_exits_130(tmp_path: Path) -> None:
+    # Issue 15 item 13: the terminal said only "aborted".
+    command = [sys.executable, "-m", "canary_action", "run", str(ROOT / "configs" / "tiny" / "sft.yaml"),
+               "-o", str(tmp_path), "--set", "max_steps=2000"]  # fmt: skip
+    with subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT) as run:
+        assert run.stderr is not None
+        seen = ""
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and "step    1/2000" not in seen:
+            line = run.stderr.readline()
+            if not line:
+                break
+            seen += line
+        run.send_signal(signal.SIGINT)
+        _, rest = run.communicate(timeout=120)
+    assert run.returncode == 130, seen + rest
+    [run_dir] = tmp_path.iterdir()
+    assert f"interrupted (Ctrl-C): what the run measured so far is kept in {run_dir}" in rest
+    for name in ("metrics.json", "steps.jsonl", "error.log"):
+        assert re.search(rf"^  {re.escape(name)} +\S", rest, re.M), rest
+    status = read_metrics(run_dir / "metrics.json").status
+    assert (status.state, status.reason) == ("failed", "interrupted")
+    assert "Traceback" not in rest
 
 
 def test_save_baseline_validates_and_refuses_a_failed_run(tmp_path: Path) -> None:
@@ -142,6 +218,62 @@ def test_schema_prints_json_schemas() -> None:
     assert "oneOf" in json.dumps(config) or "anyOf" in json.dumps(config)
 
 
+# A Python without the training stack, as after rlhf-canary 0.1's `pip install -e ".[dev]"`: torch, transformers
+# and trl refuse to import ("absent"), or torch is found but does not import (a half-installed copy: "broken").
+WITHOUT_TRAINING = """
+import importlib.abc, importlib.machinery, sys
+
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("torch", "transformers", "trl"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+class Unloadable(importlib.abc.Loader):
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        raise ModuleNotFoundError("No module named 'torch._C'", name="torch._C")
+
+class Broken(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        return importlib.machinery.ModuleSpec(name, Unloadable()) if name == "torch" else None
+
+sys.meta_path.insert(0, Absent() if sys.argv.pop(1) == "absent" else Broken())
+from canary_action.cli import main
+main()
+"""
+
+
+@pytest.mark.parametrize("how", ["absent", "broken"])
+def test_run_without_the_train_extra_exits_2_naming_it(how: str, tmp_path: Path) -> None:
+    """Issue 15 item 8: not a traceback ending in `No module named 'torch'`, but the extra to install."""
+    out = tmp_path / "runs"
+    command = [sys.executable, "-c", WITHOUT_TRAINING, how, "run", str(LEGACY / "dpo.yaml"), "-o", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "the training stack (the [train] extra) is not installed: no torch" in done.stderr
+    assert "pip install 'rlhf-canary[train]'" in done.stderr
+    assert "pip install -c requirements/ci-constraints.txt -e '.[train]'" in done.stderr
+    if how == "absent":
+        assert "no torch, transformers, trl\n" in done.stderr
+        assert not out.exists()  # refused before anything was written
+    else:
+        assert "no torch._C\n" in done.stderr
+
+
+def test_the_training_stack_checked_is_the_train_extra() -> None:
+    import tomllib
+
+    from canary_action.cli import TRAINING_STACK
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    names = {req.split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip() for req in extra["train"]}
+    assert names - {"nvidia-ml-py"} == set(TRAINING_STACK)  # import names equal the distribution names here
+
+
 def test_light_commands_do_not_import_torch(tmp_path: Path) -> None:
     code = (
         "import sys\n"
@@ -176,7 +308,7 @@ def test_the_command_line_is_frozen() -> None:
         "init-config": sorted(["out", "--type", "--tier", "--force"]),
         "pair": sorted(["config", "--base", "--head", "-o", "--output-dir", "--set", "--chunk-steps", "--seed",
                         "--cpus", "--setup", "--baseline", "--threshold-tier", "--threshold-file", "--json"]),
-        "report": sorted(["result_file", "--format", "-o", "--output"]),
+        "report": sorted(["result_file", "--format", "-o", "--output", "--repo", "--pr"]),
         "run": sorted(["config", "-o", "--output-dir", "--set"]),
         "save-baseline": sorted(["metrics", "dest"]),
         "schema": ["--config", "--result"],

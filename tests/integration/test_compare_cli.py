@@ -17,6 +17,7 @@ from tests.factories import make_metrics, make_series
 from tests.integration.test_cli import canary
 
 THRESHOLDS = Path(__file__).parents[1] / "fixtures" / "thresholds"
+LEGACY = Path(__file__).parents[1] / "fixtures" / "configs" / "legacy"
 
 
 def save(path: Path, seed: int, step_time_s: float = 0.1, **overrides: Any) -> Path:
@@ -92,6 +93,37 @@ def test_inline_thresholds_of_the_run_apply_last(tmp_path: Path, baselines: Path
     result = canary("compare", current, baselines, "--json")
     assert result.returncode == 0
     assert json.loads(result.stdout)["thresholds"]["max_step_time_increase_pct"] == 30
+
+
+def test_the_base_tier_of_a_0_1_nightly_config_replaces_the_tier_asked_for_and_says_so(
+    tmp_path: Path, baselines: Path
+) -> None:
+    """Issue 15 item 1: the thresholds block of 0.1's nightly config, as `canary run` records it in metrics.json."""
+    from canary_action.config.load import load_config
+
+    block = load_config(LEGACY / "nightly.yaml").config.model_dump(mode="json")["thresholds"]
+    assert block["base_tier"] == "nightly"
+    current = save(tmp_path / "cur.json", 1, config={"thresholds": block})
+    where = "the thresholds block of config sft-smoke"
+    asked = json.loads(canary("compare", current, baselines, "--threshold-tier", "smoke", "--json").stdout)
+    assert asked["tier"] == "nightly"
+    assert asked["threshold_sources"] == ["tier nightly", where]
+    assert asked["thresholds"]["max_step_time_increase_pct"] == 5
+    assert asked["thresholds"]["min_step_count"] == 100
+    replaced = f"thresholds start from tier nightly, the base_tier of {where}, not tier smoke (the compare-time tier"
+    assert [n for n in asked["notes"] if n.startswith(replaced)], asked["notes"]
+    # The flag's default was no choice: nothing to say.
+    plain = json.loads(canary("compare", current, baselines, "--json").stdout)
+    assert plain["tier"] == "nightly"
+    assert not [n for n in plain["notes"] if n.startswith("thresholds start from")]
+    # Over a file with base_tier smoke: the block's tier, the file's keys unless the block sets them too.
+    layered = json.loads(
+        canary("compare", current, baselines, "--threshold-file", THRESHOLDS / "custom.yaml", "--json").stdout
+    )
+    assert layered["tier"] == "nightly"
+    assert layered["threshold_sources"] == ["tier nightly", f"file {THRESHOLDS / 'custom.yaml'}", where]
+    assert layered["thresholds"]["max_mem_increase_mb"] == 200  # file 750, block 200: the block is later
+    assert f"not tier smoke (the base_tier of file {THRESHOLDS / 'custom.yaml'})" in " ".join(layered["notes"])
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from typing import Final
 import pytest
 
 from canary_action.report.render import Kind, check_output, render
+from canary_action.report.view import Links
 from tests.integration.test_cli import ROOT, canary
 from tests.integration.test_compare_cli import save
 from tests.report_cases import failing
@@ -81,6 +82,50 @@ def test_report_of_compare_json_is_what_compare_prints(tmp_path: Path) -> None:
 )
 def test_a_bad_result_exits_2_with_one_message(name: str, expected: str) -> None:
     done = canary("report", BAD / name, "--format", "comment")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert expected in done.stderr
+    assert done.stderr.count("fix:") == 1
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+def test_0_1s_repo_and_pr_flags_link_the_report_to_the_pull_request(result_file: Path, tmp_path: Path) -> None:
+    """Issue 15 item 3: 0.1's `canary report COMPARISON --repo OWNER/NAME --pr N`. Nothing is posted."""
+    pull = "[octo-org/my-repo#123](https://github.com/octo-org/my-repo/pull/123)"
+    for kind in ("comment", "summary", "markdown"):
+        done = canary("report", result_file, "--repo", "octo-org/my-repo", "--pr", "123", "--format", kind)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == render(failing(), kind, Links(repository="octo-org/my-repo", pull_request=123))
+        assert pull in done.stdout
+    check = canary("report", result_file, "--repo", "octo-org/my-repo", "--pr", "123", "--format", "check")
+    assert pull in json.loads(check.stdout)["summary"]
+    repository = canary("report", result_file, "--repo", "octo-org/my-repo")
+    assert "[octo-org/my-repo](https://github.com/octo-org/my-repo)" in repository.stdout
+    assert "/pull/" not in repository.stdout
+    out = tmp_path / "comment.md"
+    written = canary("report", result_file, "--repo", "octo-org/my-repo", "--pr", "123", "-o", out)
+    assert "markdown of regression for octo-org/my-repo#123" in written.stderr
+    assert pull in out.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--repo", "octo-org"], "--repo 'octo-org' is not a repository as OWNER/NAME"),
+        (["--repo", "https://github.com/octo-org/my-repo"], "is a URL, not OWNER/NAME"),
+        (["--repo", "octo-org/my repo"], "is not a repository as OWNER/NAME"),
+        (["--repo", "octo-org/.."], "is not a repository as OWNER/NAME"),
+        (["--repo", "-octo/my-repo"], "is not a repository as OWNER/NAME"),
+        (["--repo", "octo-org/my-repo", "--pr", "0"], "--pr '0' is not a pull request number"),
+        (["--repo", "octo-org/my-repo", "--pr", "#12"], "--pr '#12' is not a pull request number"),
+        (["--repo", "octo-org/my-repo", "--pr", "-3"], "--pr '-3' is not a pull request number"),
+        (["--repo", "octo-org/my-repo", "--pr", "12.0"], "--pr '12.0' is not a pull request number"),
+        (["--repo", "octo-org/my-repo", "--pr", "99999999999"], "larger than any pull request number"),
+        (["--pr", "12"], "--pr 12 needs --repo"),
+    ],
+)
+def test_a_bad_repo_or_pr_exits_2_with_a_fix(result_file: Path, args: list[str], expected: str) -> None:
+    done = canary("report", result_file, *args)
     assert done.returncode == 2, done.stdout + done.stderr
     assert expected in done.stderr
     assert done.stderr.count("fix:") == 1

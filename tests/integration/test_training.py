@@ -156,7 +156,10 @@ def test_timeout_stops_the_run_early(tmp_path: Path) -> None:
 
 def test_profiler_window_writes_a_trace_and_is_excluded_from_summaries(tmp_path: Path) -> None:
     overrides = ("max_steps=6", "profiler.enabled=true", "profiler.start_step=3", "profiler.num_steps=2")
-    metrics = run_canary(tiny("sft", *overrides), tmp_path).metrics
+    outcome = run_canary(tiny("sft", *overrides), tmp_path)
+    metrics = outcome.metrics
+    assert not [notice for notice in metrics.notices if notice.startswith("profiler: ")]  # recorded whole
+    assert not (outcome.metrics_path.parent / "trainer").exists()  # the Trainer's empty output_dir is removed
 
     assert metrics.series[m.IN_PROFILER_WINDOW] == [0.0, 0.0, 1.0, 1.0, 0.0, 0.0]
     assert metrics.profiler is not None

@@ -131,6 +131,34 @@ def test_files_in_a_directory_that_are_no_metrics_files_are_skipped(
     ]
 
 
+def test_a_folder_of_only_other_json_says_which_files_were_looked_at_and_why_none_is_a_baseline(
+    tmp_path: Path,
+) -> None:
+    # Issue 15: "no baseline found" alone, where docs/baselines.md promises a note for each skipped file.
+    (tmp_path / "run" / "profiler").mkdir(parents=True)
+    (tmp_path / "run" / "profiler" / "trace.json").write_text('{"traceEvents": []}', encoding="utf-8")
+    shutil.copy(FIXTURES / "not_object.json", tmp_path / "list.json")
+    message = refusal([tmp_path])
+    assert message.startswith(f"no baseline: no baseline found in {tmp_path}: 2 .json files looked at, none of them")
+    assert f"{tmp_path / 'list.json'}: not a metrics file" in message
+    assert f"{tmp_path / 'run' / 'profiler' / 'trace.json'}: not a metrics file" in message
+
+
+def test_a_folder_without_json_says_so(tmp_path: Path) -> None:
+    (tmp_path / ".gitkeep").touch()
+    (tmp_path / "notes.txt").write_text("{", encoding="utf-8")
+    assert "no .json file below it (hidden files and folders are skipped)" in refusal([tmp_path])
+
+
+def test_many_skipped_files_are_counted_past_the_first_five(tmp_path: Path) -> None:
+    for number in range(7):
+        (tmp_path / f"report-{number}.json").write_text("[]", encoding="utf-8")
+    message = refusal([tmp_path])
+    assert "7 .json files looked at" in message
+    assert message.count(": not a metrics file") == 5
+    assert "; and 2 more)" in message
+
+
 @pytest.mark.parametrize("name", ["corrupt.json", "wrong_version.json", "legacy_bad.json", "other_config.json"])
 def test_a_broken_metrics_file_in_a_directory_is_still_an_error(tmp_path: Path, name: str) -> None:
     baseline(tmp_path / "good.json", 1)

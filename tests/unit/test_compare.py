@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -279,3 +281,58 @@ def test_divergence_is_caught_in_a_50_step_smoke_run() -> None:
     assert check.status == "fail"
     assert current.divergence_step is not None
     assert 31 <= current.divergence_step <= 36
+
+
+def test_confidence_level_sets_the_intervals_and_the_test_that_a_change_is_clear() -> None:
+    """Issue 15 item 6: rlhf-canary 0.1's `confidence_level`, the level of the intervals and of the test."""
+    from canary_action.report.render import render
+
+    tight = TIERS["default"].model_copy(update={"max_step_time_increase_pct": 2.0})
+    results = {
+        level: compare(run(1, step_time_s=0.106), history(3), tight.model_copy(update={"confidence_level": level}))
+        for level in (0.8, 0.95, 0.999)
+    }
+    steps = {level: by_name(result)["step_time"] for level, result in results.items()}
+    intervals = {level: step.interval for level, step in steps.items()}
+    assert all(i is not None and i.level == level for level, i in intervals.items())
+    low = {level: i.low for level, i in intervals.items() if i is not None}
+    high = {level: i.high for level, i in intervals.items() if i is not None}
+    assert low[0.999] < low[0.95] < low[0.8]
+    assert high[0.8] < high[0.95] < high[0.999]
+    assert len({step.delta_pct for step in steps.values()}) == 1
+    # +6 %: clear at 95 % (the default) and fails; at 99.9 % its interval reaches below zero and it passes.
+    assert steps[0.95].status == "fail"
+    assert steps[0.999].status == "pass"
+    assert low[0.999] < 0 < low[0.95]
+    strict = results[0.999]
+    assert strict.thresholds.confidence_level == 0.999  # recorded in the result
+    assert strict.noise is not None
+    assert "99.9 % t interval" in strict.noise.method
+    assert "[low, high]: 99.9 % confidence intervals" in render(strict, "markdown")
+    assert "[low, high]: 95 % confidence intervals" in render(results[0.95], "comment")
+
+
+def test_a_result_without_intervals_says_no_level() -> None:
+    from canary_action.report.render import render
+
+    alone = compare(run(1), [], TIERS["default"])  # no baseline: nothing statistical was judged
+    assert all(c.interval is None for c in alone.checks)
+    assert "confidence intervals" not in render(alone, "comment")
+
+
+def test_a_result_written_before_confidence_level_still_loads_at_95(tmp_path: Path) -> None:
+    """A result.json of an older release (version 1, no confidence_level, intervals without a level): 0.95."""
+    from canary_action.report.load import read_result
+    from canary_action.report.render import render
+
+    old = compare(run(1, step_time_s=0.13), history(3), TIERS["default"]).model_dump(mode="json")
+    old["result_schema_version"] = 1
+    del old["pairing"], old["thresholds"]["confidence_level"]
+    for check in old["checks"]:
+        if check["interval"] is not None:
+            del check["interval"]["level"]
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(old), encoding="utf-8")
+    loaded = read_result(path)
+    assert loaded.thresholds.confidence_level == 0.95
+    assert "[low, high]: 95 % confidence intervals" in render(loaded, "comment")

@@ -29,10 +29,11 @@ from canary_action.config.schema import (
     ProfilerConfig,
     SFTConfig,
 )
-from canary_action.config.thresholds import TIER_STEPS, TIERS, ThresholdOverrides, resolve
+from canary_action.config.thresholds import TIER_STEPS, TIERS, ThresholdFile, ThresholdOverrides, resolve
 from canary_action.errors import ConfigError
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
+CONFIGS = Path(__file__).parents[2] / "configs"
 BAD = FIXTURES / "configs" / "bad"
 LEGACY = FIXTURES / "configs" / "legacy"
 THRESHOLDS = FIXTURES / "thresholds"
@@ -120,7 +121,7 @@ def write(tmp_path: Path, text: str, name: str = "canary.yaml") -> Path:
         ),
         (
             "bad_threshold_key.yaml",
-            ["unknown key `thresholds.max_step_time_pct` — did you mean `max_step_time_increase_pct`?"],
+            ["unknown key `thresholds.max_step_time_pct` — did you mean `thresholds.max_step_time_increase_pct`?"],
         ),
         ("yaml_aliases.yaml", ["yaml_aliases.yaml:7:22: YAML anchors and aliases are not supported in canary configs"]),
         ("huge_integer.yaml", ["huge_integer.yaml:6:12: an integer of 5,000 digits (at most 4,300 are read)"]),
@@ -182,7 +183,7 @@ def test_all_errors_come_at_once_with_dotted_paths() -> None:
     assert set(error.errors) == {
         "max_steps: must be >= 1, got 0",
         "reward_funcs.1: expected a string, got 3",
-        "unknown key `profiler.strat_step` — did you mean `start_step`?",
+        "unknown key `profiler.strat_step` — did you mean `profiler.start_step`?",
         "lora_target_modules: expected a list of strings or 'all-linear', got ['q_proj', 1]",
     }
 
@@ -203,6 +204,33 @@ def test_a_literal_gets_the_choices_and_a_did_you_mean() -> None:
     assert error.errors[0].endswith("— did you mean `ipo`?")
 
 
+@pytest.mark.parametrize(
+    ("window", "max_steps", "said"),
+    [
+        ({"start_step": 50, "num_steps": 20}, 10, "steps 50-69) ends past max_steps (10): it would record nothing. "
+         "Move the window (profiler.start_step, profiler.num_steps) inside steps 1-10, raise max_steps to 69"),
+        ({"start_step": 45, "num_steps": 10}, 50, "it would record only steps 45-50. Set profiler.start_step to at "
+         "most 41, raise max_steps to 54, or set profiler.enabled: false"),
+        ({"start_step": 5, "num_steps": 8}, 5, "it would record only step 5. Set profiler.num_steps to at most 1"),
+    ],
+)  # fmt: skip
+def test_a_profiler_window_past_max_steps_is_refused_with_the_fix(
+    window: dict[str, int], max_steps: int, said: str
+) -> None:
+    # Issue 15 item 12: such a window recorded nothing, and nothing said so.
+    error = parse_error({**MINIMAL, "max_steps": max_steps, "profiler": {"enabled": True, **window}})
+    assert len(error.errors) == 1
+    assert said in error.errors[0]
+
+
+@pytest.mark.parametrize(("start", "enabled"), [(3, True), (50, False)])
+def test_a_profiler_window_that_fits_or_is_off_is_accepted(start: int, enabled: bool) -> None:
+    profiler = {"enabled": enabled, "start_step": start, "num_steps": 4}
+    assert (
+        parse_config({**MINIMAL, "max_steps": 6, "profiler": profiler}, source="x").config.profiler.enabled == enabled
+    )
+
+
 def test_a_key_of_another_training_type_says_where_it_applies() -> None:
     error = parse_error({**MINIMAL, "num_generations": 4})
     assert error.errors == ["unknown key `num_generations` — it applies to training_type grpo, rloo only"]
@@ -210,7 +238,7 @@ def test_a_key_of_another_training_type_says_where_it_applies() -> None:
 
 def test_an_unknown_key_without_a_close_match_lists_the_valid_keys_of_small_blocks() -> None:
     error = parse_error({**MINIMAL, "profiler": {"zzz": 1}})
-    assert error.errors[0].startswith("unknown key `profiler.zzz` — valid keys here: enabled, start_step,")
+    assert error.errors[0].startswith("unknown key `profiler.zzz` — valid keys under `profiler`: enabled, start_step,")
 
 
 def test_a_missing_required_key_quotes_its_documentation() -> None:
@@ -304,7 +332,7 @@ def test_legacy_values_keep_their_meaning() -> None:
     assert dpo.config.beta == 0.2
     assert dpo.config.learning_rate == 5e-5  # YAML 1.1 reads `5.0e-5` as a float
     assert dpo.config.profiler.start_step == 2
-    assert dpo.config.thresholds == ThresholdOverrides(
+    assert dpo.config.thresholds == ThresholdFile(
         max_step_time_increase_pct=15, max_tps_drop_pct=12, max_mem_increase_mb=1000, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=2,
     )  # fmt: skip
@@ -339,6 +367,8 @@ def test_overrides_set_values_and_say_what_they_replaced(tmp_path: Path) -> None
         [
             "max_steps=5",
             "profiler.enabled=true",
+            "profiler.start_step=3",  # the default window (steps 50-69) does not fit 5 steps
+            "profiler.num_steps=2",
             "thresholds.max_step_time_increase_pct=12",
             "reward_funcs=[builtin:length]",
         ],
@@ -353,6 +383,8 @@ def test_overrides_set_values_and_say_what_they_replaced(tmp_path: Path) -> None
     assert loaded.notices == [
         "--set max_steps=5 overrides the file's 100",
         "--set profiler.enabled=true sets a key the file leaves at its default",
+        "--set profiler.start_step=3 sets a key the file leaves at its default",
+        "--set profiler.num_steps=2 sets a key the file leaves at its default",
         "--set thresholds.max_step_time_increase_pct=12 sets a key the file leaves at its default",
         "--set reward_funcs=[builtin:length] sets a key the file leaves at its default",
     ]
@@ -370,7 +402,7 @@ def test_an_override_can_pick_the_training_type() -> None:
 
 def test_an_override_into_a_null_block_creates_it() -> None:
     loaded = parse_config({**MINIMAL, "thresholds": None}, source="x", overrides=["thresholds.min_step_count=3"])
-    assert loaded.config.thresholds == ThresholdOverrides(min_step_count=3)
+    assert loaded.config.thresholds == ThresholdFile(min_step_count=3)
 
 
 def test_malformed_overrides_are_reported_together() -> None:
@@ -388,8 +420,57 @@ def test_malformed_overrides_are_reported_together() -> None:
 def test_an_invalid_override_value_is_not_pinned_to_a_line_of_the_file(tmp_path: Path) -> None:
     path = write(tmp_path, "name: t\ntraining_type: sft\ndataset_name: builtin:sft\nmax_steps: 5\nbatch_size: 0\n")
     text = rendered_error(path, ("max_steps=ten",))
-    assert "max_steps: expected an integer, got 'ten'\n" in text + "\n"
+    assert "max_steps: expected an integer, got 'ten' (from --set max_steps=ten)\n" in text
     assert "batch_size: must be >= 1, got 0 (line 5)" in text
+
+
+def test_override_mistakes_are_blamed_on_the_option_not_on_the_file(tmp_path: Path) -> None:
+    # Issue 15 item 11: "dpo.yaml: unknown key `max_stepz`" sent users looking for a typo the file did not have.
+    path = write(tmp_path, "name: t\ntraining_type: sft\ndataset_name: builtin:sft\nmax_steps: 5\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path, ("max_stepz=3", "profiler.enabeld=true", "training_type=sfx"))
+    error = caught.value
+    assert error.message == f"--set options over {path}: 2 problems"  # the type is unknown: keys checked by name
+    assert error.errors == [
+        "training_type: 'sfx' is not a training type — did you mean `sft`? (one of sft, dpo, grpo, rloo, ppo, "
+        "custom) (from --set training_type=sfx)",
+        "unknown key `max_stepz` — did you mean `max_steps`? (from --set max_stepz=3)",
+    ]
+    assert error.fix.startswith("correct the --set KEY=VALUE options named above")
+    nested = rendered_error(path, ("max_stepz=3", "profiler.enabeld=true"))
+    assert "unknown key `profiler.enabeld` — did you mean `profiler.enabled`? (from --set profiler.enabeld=true)" in (
+        nested
+    )
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        ("profiler={enabeld: true}", "(from --set profiler={enabeld: true})"),  # a block given whole
+        ("profiler.foo.bar=1", "unknown key `profiler.foo` — valid keys under `profiler`: "),  # a block it made
+        ("max_prompt_length=200", "must be below max_length (96) (with --set max_prompt_length=200)"),  # a rule
+    ],
+)
+def test_an_override_is_named_wherever_its_value_fails(override: str, said: str) -> None:
+    text = rendered_error(CONFIGS / "tiny" / "dpo.yaml", (override,))
+    assert said in text
+    assert f"--set {override}" in text
+    assert "(line " not in text
+
+
+def test_errors_of_both_file_and_options_say_which_is_which(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: t\ntraining_type: sft\ndataset_name: builtin:sft\nbatch_size: 0\n")
+    error = parse_error({"name": "t", "training_type": "sft", "dataset_name": "builtin:sft", "batch_size": 0})
+    assert error.message == "test.yaml: 1 problem"  # no option given: the file, as before
+    text = rendered_error(path, ("max_steps=ten",))
+    assert f"invalid canary config: {path} and its --set options: 2 problems" in text
+    assert "batch_size: must be >= 1, got 0 (line 4)" in text
+    assert "max_steps: expected an integer, got 'ten' (from --set max_steps=ten)" in text
+
+
+def test_a_long_override_value_is_shortened_in_the_message() -> None:
+    error = parse_error(MINIMAL, (f"max_steps={'9' * 200}",))
+    assert error.errors[0].endswith(f"(from --set max_steps={'9' * 57}...)")
 
 
 # --- never a traceback --------------------------------------------------------------------------------------
@@ -575,6 +656,78 @@ def test_inline_thresholds_of_a_config_feed_the_merge() -> None:
     merged = resolve("nightly", None, loaded.config.thresholds)
     assert merged.max_step_time_increase_pct == 15
     assert merged.min_step_count == 2
+
+
+def test_a_0_1_nightly_config_with_base_tier_in_its_thresholds_block_loads() -> None:
+    # Issue 15 item 1: 0.1's nightly config was refused with "unknown key `thresholds.base_tier`".
+    loaded = load_config(LEGACY / "nightly.yaml")
+    assert loaded.notices == []
+    assert loaded.config.thresholds == ThresholdFile(
+        base_tier="nightly", max_step_time_increase_pct=5, max_tps_drop_pct=3, max_mem_increase_mb=200,
+        min_step_count=100,
+    )  # fmt: skip
+    # The block's base_tier replaces the compare-time tier: the smoke flag gives way to nightly's values.
+    merged = resolve("smoke", None, loaded.config.thresholds)
+    assert merged == TIERS["nightly"]  # its four overrides restate nightly's own values
+    assert "base_tier" in loaded.config.model_dump()["thresholds"]  # recorded in metrics.json's config
+
+
+def test_base_tier_layers_like_every_key_the_last_layer_naming_one_wins() -> None:
+    smoke_file = ThresholdFile(base_tier="smoke", max_mem_increase_mb=750)
+    nightly_block = ThresholdFile(base_tier="nightly", max_tps_drop_pct=1)
+    merged = resolve("perf", smoke_file, nightly_block)
+    nightly = TIERS["nightly"]
+    assert merged.max_step_time_increase_pct == nightly.max_step_time_increase_pct  # the block's tier
+    assert merged.min_step_count == nightly.min_step_count
+    assert merged.max_mem_increase_mb == 750  # a key the file sets still wins over the block's tier
+    assert merged.max_tps_drop_pct == 1
+    # A layer without base_tier refines the tier chosen before it.
+    assert (
+        resolve("perf", smoke_file, ThresholdFile(max_tps_drop_pct=1)).min_step_count == TIERS["smoke"].min_step_count
+    )
+    assert resolve("perf", None, ThresholdFile(max_tps_drop_pct=1)).min_step_count == TIERS["perf"].min_step_count
+
+
+def test_an_unknown_key_in_the_thresholds_block_suggests_base_tier(tmp_path: Path) -> None:
+    path = write(tmp_path, "name: t\ntraining_type: sft\ndataset_name: builtin:sft\nthresholds:\n  base_teir: perf\n")
+    assert "unknown key `thresholds.base_teir` — did you mean `thresholds.base_tier`? (line 5)" in rendered_error(path)
+
+
+def test_confidence_level_of_a_0_1_threshold_file_is_merged() -> None:
+    # Issue 15 item 6: 0.1's Thresholds had confidence_level (default 0.95); ours refused the key.
+    file = load_threshold_file(THRESHOLDS / "legacy_confidence.yaml")
+    merged = resolve("default", file)
+    assert merged.confidence_level == 0.99
+    assert merged.min_step_count == TIERS["perf"].min_step_count
+    assert all(t.confidence_level == 0.95 for t in TIERS.values())  # the default is 0.1's, unchanged
+    assert resolve("nightly", None, ThresholdFile(confidence_level=0.9)).confidence_level == 0.9
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("95", "got 95 — did you mean 0.95?"),
+        ("0.5", "got 0.5"),
+        ("1", "got 1"),
+        ("0", "got 0"),
+        ("true", "expected a number, got true"),
+    ],
+)
+def test_confidence_level_is_a_fraction_above_one_half_and_below_one(tmp_path: Path, value: str, said: str) -> None:
+    path = write(
+        tmp_path, f"name: t\ntraining_type: sft\ndataset_name: builtin:sft\nthresholds:\n  confidence_level: {value}\n"
+    )
+    text = rendered_error(path)
+    assert "thresholds.confidence_level: " in text
+    assert said in text
+    if value != "true":
+        assert "must be a fraction between 0.5 and 1, exclusive (0.95 for 95 %)" in text
+
+
+def test_a_bad_confidence_level_in_a_threshold_file_says_the_fraction() -> None:
+    text = rendered_error_thresholds(THRESHOLDS / "bad_confidence.yaml")
+    expected = "confidence_level: must be a fraction between 0.5 and 1, exclusive (0.95 for 95 %), got 95 — did you"
+    assert expected + " mean 0.95? (line 3)" in text
 
 
 # --- config_hash --------------------------------------------------------------------------------------------

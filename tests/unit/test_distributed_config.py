@@ -69,7 +69,8 @@ def test_a_setting_of_another_strategy_is_an_error_naming_it() -> None:
 
 
 def test_closed_block_with_did_you_mean_and_bounds() -> None:
-    assert "did you mean `backend`" in error_of({**TINY, "num_processes": 2, "distributed": {"bakend": "gloo"}})
+    typo = {**TINY, "num_processes": 2, "distributed": {"bakend": "gloo"}}
+    assert "did you mean `distributed.backend`" in error_of(typo)
     assert "num_processes: must be >= 1, got 0" in error_of({**TINY, "num_processes": 0})
     deepspeed = {"strategy": "deepspeed", "zero_stage": 4}
     assert "zero_stage" in error_of({**TINY, "num_processes": 2, "distributed": deepspeed})

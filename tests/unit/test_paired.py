@@ -157,3 +157,25 @@ def test_a_corrupt_pair_record_or_no_baseline_is_bad_input(tmp_path: Path) -> No
         run_compare(tmp_path, [])
     with pytest.raises(UsageError, match="no baseline given"):
         run_compare(head, [])
+
+
+def test_a_pair_is_judged_at_the_thresholds_confidence_level(tmp_path: Path) -> None:
+    """confidence_level reaches the paired statistics too: step time and the shares of step time."""
+    base, head = make_pair(tmp_path, wait_share=0.02, head_wait_share=0.12)
+    usual = judge(base, head)
+    strict_file = tmp_path / "strict.yaml"
+    strict_file.write_text("confidence_level: 0.99\n", encoding="utf-8")
+    strict = run_compare(head, [base], tier="nightly", threshold_file=strict_file)
+    for name in ("step_time", "data_wait_share"):
+        wide, narrow = check(strict, name).interval, check(usual, name).interval
+        assert wide is not None
+        assert narrow is not None
+        assert (wide.level, narrow.level) == (0.99, 0.95)
+        assert wide.low <= narrow.low  # the planted shares are exact: every round the same, a zero-width interval
+        assert narrow.high <= wide.high
+    wide, narrow = check(strict, "step_time").interval, check(usual, "step_time").interval
+    assert wide is not None
+    assert narrow is not None
+    assert wide.high - wide.low > narrow.high - narrow.low
+    assert strict.noise is not None
+    assert "99 % t interval" in strict.noise.method

@@ -10,6 +10,7 @@ orchestrator needs one, a rank context or a step gate. Nothing here is imported 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from canary_action.config.load import LoadedConfig
@@ -19,6 +20,9 @@ from canary_action.train.launch.outcome import RunOutcome, new_run_dir
 def run_canary(loaded: LoadedConfig, output_dir: Path | None = None) -> RunOutcome:
     """One canary from a loaded config: in this process, or through the launcher when num_processes > 1."""
     run_id, run_dir, started = new_run_dir(loaded.config, output_dir)
+    # The first of the lines that say what a run is loading (train/progress.py has the others): these imports
+    # alone take seconds to tens of seconds.
+    print(f"[{loaded.config.name}] loading torch, transformers and trl", file=sys.stderr, flush=True)
     if loaded.config.num_processes > 1:
         from canary_action.train.launch.ranks import launch_canary
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Final
 
 from canary_action.config.load import LoadedConfig, load_config
-from canary_action.errors import CanaryError, ConfigError, TrainingError, UsageError
+from canary_action.errors import CanaryError, ConfigError, RunInterrupted, TrainingError, UsageError
 from canary_action.metrics import schema as m
 from canary_action.metrics.pair import PairRecord, Round, Side, SideEnd
 from canary_action.metrics.stream import rebuild_killed
@@ -136,7 +136,7 @@ def run_pair(
     )  # fmt: skip
     (pair_dir / "pair.json").write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if interrupted is not None:
-        raise interrupted
+        raise RunInterrupted(pair_dir, interrupted) from interrupted
     paths = (base.run_dir / "metrics.json", head.run_dir / "metrics.json")
     error = _side_error(head, pair_dir)
     if hung is not None:

@@ -23,7 +23,7 @@ from typing import Any, Final
 import yaml
 
 from canary_action.config.load import LoadedConfig
-from canary_action.errors import CanaryError, ConfigError, TrainingError
+from canary_action.errors import CanaryError, ConfigError, RunInterrupted, TrainingError
 from canary_action.metrics import schema as m
 from canary_action.metrics.io import write_metrics
 from canary_action.metrics.merge import (
@@ -107,7 +107,7 @@ def launch_canary(loaded: LoadedConfig, run_id: str, run_dir: Path, started: dat
         notices=notices, warnings=warnings + merge_warnings, threads=threads,
     )  # fmt: skip
     if isinstance(interrupted, KeyboardInterrupt):
-        raise interrupted
+        raise RunInterrupted(run_dir, interrupted) from interrupted
     if status.state == "failed":
         raise _failure(runs, status, run_dir, interrupted)
     return RunOutcome(metrics, run_dir / "metrics.json")

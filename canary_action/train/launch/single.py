@@ -6,7 +6,7 @@ from datetime import datetime
 from pathlib import Path
 
 from canary_action.config.load import LoadedConfig
-from canary_action.errors import CanaryError, TrainingError
+from canary_action.errors import CanaryError, RunInterrupted, TrainingError
 from canary_action.train.launch.outcome import RunOutcome
 from canary_action.train.run import CanaryRun, quiet_library_progress_bars
 from canary_action.train.stages import reset_stage
@@ -22,7 +22,9 @@ def run_single(loaded: LoadedConfig, run_id: str, run_dir: Path, started: dateti
     except BaseException as error:  # everything, Ctrl-C included: the measurements are written first
         run.fail(error)
         metrics = run.finish(run_id, started)
-        if isinstance(error, CanaryError | KeyboardInterrupt):
+        if isinstance(error, KeyboardInterrupt):
+            raise RunInterrupted(run_dir, error) from error
+        if isinstance(error, CanaryError):
             raise
         raise TrainingError(
             f"{type(error).__name__} during {metrics.status.stage}: {error}",
