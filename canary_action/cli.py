@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import signal
 import sys
@@ -23,7 +24,7 @@ import click
 
 from canary_action import __version__
 from canary_action.config.thresholds import Tier
-from canary_action.destinations import baseline_target, output_folder, write_output
+from canary_action.destinations import output_folder, write_output
 from canary_action.errors import (
     CanaryError,
     ConfigError,
@@ -115,8 +116,6 @@ def _interrupted_message(cause: BaseException | None) -> str:
 
 def _record_error(error: CanaryError) -> None:
     """For a parent that started this as a child process (ERROR_FILE_ENV): the error as data."""
-    import os
-
     from canary_action.errors import ERROR_FILE_ENV, error_record
 
     target = os.environ.get(ERROR_FILE_ENV)
@@ -430,18 +429,32 @@ _MAX_NUMBER: Final = 2**31 - 1  # GitHub's issue and pull request numbers are 32
 
 
 @cli.command("init-config")
-@click.argument("out", type=click.Path(path_type=Path))
+@click.argument("out", type=click.Path())  # a str: a trailing / (a folder, not a file) must survive
 @click.option("--type", "training_type", type=click.Choice(_TYPES), default="dpo", show_default=True)
 @click.option("--tier", type=click.Choice(_TIERS), default="smoke", show_default=True)
+@click.option(
+    "--builtin",
+    is_flag=True,
+    help="Use a builtin model and dataset (builtin:<name>: random weights, synthetic data) instead of Hub ones: "
+    "the config runs offline, with nothing to download.",
+)
 @click.option("--force", is_flag=True, help="Overwrite OUT if it exists.")
-def init_config(out: Path, training_type: str, tier: str, force: bool) -> None:
-    """Write a sample config, every key commented."""
+def init_config(out: str, training_type: str, tier: str, builtin: bool, force: bool) -> None:
+    """Write a sample config to OUT (its folders created): every key of the type's schema, each commented with
+    its description, with its default or the sample's value."""
     from canary_action.config.load import write_sample_config
 
-    if out.exists() and not force:
-        raise UsageError(f"{out} exists", fix="choose another path, or pass --force to overwrite it")
-    write_output(out, write_sample_config(training_type, tier), flag="OUT")
-    click.echo(f"wrote {out} ({training_type}, {tier} tier)")
+    path = Path(out)
+    if out.endswith(("/", os.sep)):
+        raise UsageError(
+            f"OUT {out} ends in {out[-1]}: a folder, and init-config writes a file",
+            fix=f"name the file, e.g. canary init-config {path / 'canary.yaml'}",
+        )
+    if path.exists() and not force:
+        raise UsageError(f"{path} exists", fix="choose another path, or pass --force to overwrite it")
+    write_output(path, write_sample_config(training_type, tier, builtin=builtin), flag="OUT")
+    assets = "builtin model and data: runs offline" if builtin else "model and data from the Hub"
+    click.echo(f"wrote {path} ({training_type}, {tier} tier, {assets})")
 
 
 @cli.command("save-baseline")
@@ -449,26 +462,22 @@ def init_config(out: Path, training_type: str, tier: str, force: bool) -> None:
 @click.argument("dest", type=click.Path())  # a str: a trailing / (a folder to create) must survive
 def save_baseline(metrics: Path, dest: str) -> None:
     """Validate a metrics.json and store it as a baseline: DEST is the file, or a folder (one that exists, or
-    any path ending in /) to put <run_id>.json in. An existing file is never replaced."""
-    from canary_action.metrics.io import read_metrics, write_metrics
+    any path ending in /) to put <run_id>.json in. An existing file is never replaced. An rlhf-canary 0.1
+    metrics.json is validated as `canary compare` reads it and kept in 0.1's format."""
+    from canary_action.compare.save import save_baseline as save
 
-    loaded = read_metrics(metrics)
-    if loaded.status.state == "failed":
-        raise UsageError(
-            f"{metrics} is a failed run ({loaded.status.exception_type} during {loaded.status.stage})",
-            fix="a baseline must come from a run that trained; rerun the canary and save that",
+    saved = save(metrics, dest)
+    for note in saved.notes:
+        click.echo(f"note: {note}", err=True)
+    said = []
+    if saved.legacy:
+        said.append(
+            "rlhf-canary 0.1 format, kept unchanged, not converted: `canary compare` reads it as a 0.1 baseline, "
+            "with summary-level checks only"
         )
-    target = baseline_target(dest, loaded.run.run_id, metrics=metrics)
-    try:
-        write_metrics(loaded, target)
-    except OSError as e:
-        raise UsageError(f"cannot write {target}: {e.strerror or e}", fix="pass a DEST in a writable folder") from e
-    note = (
-        f" (stopped early: {loaded.status.reason} at step {loaded.status.step})"
-        if loaded.status.state != "completed"
-        else ""
-    )
-    click.echo(f"saved baseline {target}{note}")
+    if saved.stopped_early:
+        said.append(f"stopped early: {saved.stopped_early}; `canary compare` leaves stopped-early runs out")
+    click.echo(f"saved baseline {saved.target}" + "".join(f" ({what})" for what in said))
 
 
 @cli.command()

@@ -1,7 +1,10 @@
-"""`canary init-config`: a commented sample config for a real model, one per training type and tier.
+"""`canary init-config`: a commented sample config, one per training type and tier, for a real model from the
+Hub or (`builtin=True`) for builtin assets that need no download.
 
-The comments are the schema's own field descriptions, so the sample cannot drift from what the loader
-accepts; a test loads every type x tier back through `load_config`.
+Every key of the type's schema is written with its default or the sample's value: the optional blocks
+(distributed, thresholds, fault_injection) commented out, since setting one changes what the run does. The
+comments are the schema's own field descriptions, so the sample cannot drift from what the loader accepts;
+tests load every type x tier x choice back through `load_config` and check that no key of the schema is missing.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import yaml
 from pydantic import BaseModel
 
 from canary_action.config import messages
-from canary_action.config.schema import FAMILIES, CommonConfig, DistributedConfig, ProfilerConfig
+from canary_action.config.schema import FAMILIES, CommonConfig, DistributedConfig, FaultInjection, ProfilerConfig
 from canary_action.config.thresholds import TIER_STEPS, TIERS, Tier
 from canary_action.errors import ConfigError
 
@@ -26,13 +29,22 @@ _TIER_PURPOSE: Final[dict[Tier, str]] = {
 }
 _SECTIONS: Final = (
     ("identity", ("name", "description", "training_type")),
-    ("model", ("model_name", "dtype", "use_peft", "lora_r", "lora_alpha", "lora_dropout", "load_in_4bit",
-               "load_in_8bit")),
-    ("data", ("dataset_name", "dataset_split", "dataset_size", "max_length", "max_prompt_length")),
+    ("model", ("model_name", "model_revision", "tokenizer_name", "dtype", "device", "attn_implementation",
+               "gradient_checkpointing", "torch_compile", "use_peft", "lora_r", "lora_alpha", "lora_dropout",
+               "lora_target_modules", "load_in_4bit", "load_in_8bit")),
+    ("data", ("dataset_name", "dataset_subset", "dataset_revision", "dataset_split", "dataset_size", "max_length",
+              "max_prompt_length")),
     ("optimisation", ("max_steps", "batch_size", "gradient_accumulation_steps", "learning_rate",
-                      "warmup_steps", "seed")),
+                      "warmup_steps", "max_grad_norm", "seed")),
     ("processes", ("num_processes", "cpu_threads")),
-    ("measurement", ("metrics_warmup_steps", "timeout_minutes", "output_dir", "profiler")),
+    ("measurement", ("metrics_warmup_steps", "stop_on_non_finite", "timeout_minutes", "output_dir", "profiler")),
+)  # fmt: skip
+#: Optional blocks, written commented out with every key and its default (and what to know before setting
+#: one): each changes what a run does once it is there. thresholds, the third, lists a tier's values instead.
+_BLOCKS: Final[tuple[tuple[str, type[BaseModel], str], ...]] = (
+    ("distributed", DistributedConfig, ""),
+    ("fault_injection", FaultInjection, "They prove that the gate catches what they plant: never set them in a "
+     "real gate."),
 )  # fmt: skip
 #: Public datasets in the shape each family trains on.
 _DATASETS: Final = {
@@ -59,13 +71,39 @@ _NOTES: Final = {
     ("rloo", "reward_funcs"): _CHEAP_REWARD,
     ("custom", "trainer_factory"): "Replace this with your own function.",
 }
+#: The offline sample's model and data per family: the pairs configs/tiny/ runs in CI (a tiny model of the
+#: family's usual architecture with random weights, synthetic data of the shape the family trains on).
+_BUILTIN: Final = {
+    "sft": ("tiny-llama", "sft-messages"),
+    "dpo": ("tiny-llama", "preference"),
+    "grpo": ("tiny-gpt-neox", "prompts"),
+    "rloo": ("tiny-llama", "prompts"),
+    "ppo": ("tiny-gpt-neox", "prompts"),
+    "custom": ("tiny-llama", "sft"),  # the example factory tokenizes a `text` column
+}
+_BUILTIN_VALUES: Final[dict[str, dict[str, Any]]] = {
+    "ppo": {"reward_model": "builtin:tiny-gpt-neox"},
+    "custom": {"trainer_factory": "canary_action.train.builtin.example_factory:build_trainer"},
+}
+_BUILTIN_NOTES: Final = {
+    "model_name": "Here: a 2-layer model with random weights, no download: it trains quickly on a CPU and "
+    "measures the pipeline (loading, data, trainer, step loop), not a real model's speed. builtin:pythia-70m and "
+    "builtin:smollm-135m have a real model's shape and compute; a Hub id (the sample without --builtin) brings "
+    "its weights.",
+    "dataset_name": "Here: synthetic data in the shape this training type reads, generated from the seed.",
+    ("ppo", "reward_model"): "Here: the policy's builtin model with a fresh score head. It shares the policy's "
+    "tokenizer (PPO scores the policy's token ids).",
+    ("custom", "trainer_factory"): "Here: the example factory shipped with the package (a plain causal-LM "
+    "Trainer on the `text` column). Replace it with your own function.",
+}
 
 
-def write_sample_config(training_type: str, tier: str) -> str:
-    """The YAML text of a documented sample config for a real model (EleutherAI/pythia-70m)."""
+def write_sample_config(training_type: str, tier: str, *, builtin: bool = False) -> str:
+    """The YAML text of a documented sample config for a real model (EleutherAI/pythia-70m) from the Hub, or,
+    with `builtin`, for a builtin model and dataset: a config that runs offline."""
     _check_choice("training type", training_type, list(FAMILIES))
     _check_choice("tier", tier, list(TIERS))
-    return _sample(training_type, cast(Tier, tier))
+    return _sample(training_type, cast(Tier, tier), builtin=builtin)
 
 
 def _check_choice(what: str, value: str, choices: list[str]) -> None:
@@ -75,27 +113,26 @@ def _check_choice(what: str, value: str, choices: list[str]) -> None:
         raise ConfigError(f"unknown {what} {value!r}{hint}", fix=f"use one of {', '.join(choices)}")
 
 
-def _sample(training_type: str, tier: Tier) -> str:
+def _sample(training_type: str, tier: Tier, *, builtin: bool) -> str:
     family = FAMILIES[training_type]
-    values = _values(training_type, tier)
+    values = _values(training_type, tier, builtin=builtin)
     own_keys = tuple(key for key in family.model_fields if key not in CommonConfig.model_fields)
     steps = TIER_STEPS[tier]
+    assets = "builtin model and data, random weights: no download" if builtin else "a model and data from the Hub"
     out = _comment(
-        f"rlhf-canary config: a {training_type} canary, {tier} tier ({steps} steps: {_TIER_PURPOSE[tier]}). "
-        "Written by `canary init-config`; each comment is the key's documentation. Keys left out take their "
-        "defaults; unknown keys are errors."
+        f"rlhf-canary config: a {training_type} canary, {tier} tier ({steps} steps: {_TIER_PURPOSE[tier]}), on "
+        f"{assets}. Written by `canary init-config`; each comment is the key's documentation, each value its "
+        "default or this sample's choice. Keys left out take their defaults; unknown keys are errors."
     )
-    sections = [*_SECTIONS[:5], (training_type, own_keys), _SECTIONS[5]]
-    for title, keys in sections:
-        shown = [key for key in keys if values.get(key) is not None]
-        if not shown:
-            continue
+    for title, keys in [*_SECTIONS[:5], (training_type, own_keys), _SECTIONS[5]]:
         out += ["", f"# --- {title} ---"]
-        for key in shown:
-            out += _entry(family, key, values[key], note=_NOTES.get((training_type, key)))
-    out += ["", *_comment(_description(family, "distributed") + " Its keys and defaults:"), "# distributed:"]
-    for key, value in DistributedConfig().model_dump().items():
-        out += [f"# {line}" for line in _entry(DistributedConfig, key, value, note=None, indent="  ")]
+        for key in keys:
+            out += _entry(family, key, values[key], note=_note(training_type, key, builtin=builtin))
+    for key, block, caveat in _BLOCKS:
+        doc = " ".join(filter(None, [_description(family, key), caveat]))
+        out += ["", *_comment(f"{doc} Below, commented out, are its keys with their defaults."), f"# {key}:"]
+        for sub_key, value in block().model_dump().items():
+            out += [f"# {line}" for line in _entry(block, sub_key, value, note=None, indent="  ")]
     out += [
         "",
         *_comment(
@@ -108,7 +145,13 @@ def _sample(training_type: str, tier: Tier) -> str:
     return "\n".join(out) + "\n"
 
 
-def _values(training_type: str, tier: Tier) -> dict[str, Any]:
+def _note(training_type: str, key: str, *, builtin: bool) -> str | None:
+    if builtin:
+        return _BUILTIN_NOTES.get((training_type, key)) or _BUILTIN_NOTES.get(key)
+    return _NOTES.get((training_type, key))
+
+
+def _values(training_type: str, tier: Tier, *, builtin: bool) -> dict[str, Any]:
     """The family's defaults, then this sample's choices."""
     family = FAMILIES[training_type]
     values: dict[str, Any] = {
@@ -128,6 +171,16 @@ def _values(training_type: str, tier: Tier) -> dict[str, Any]:
         ),
     )
     values.update(_VALUES.get(training_type, {}))
+    if builtin:
+        model, data = _BUILTIN[training_type]
+        values.update(
+            name=f"{training_type}-{tier}-builtin",
+            description=f"{training_type} canary on builtin:{model} (random weights) with LoRA and builtin:{data} "
+            f"data, {tier} tier (offline)",
+            model_name=f"builtin:{model}",
+            dataset_name=f"builtin:{data}",
+        )
+        values.update(_BUILTIN_VALUES.get(training_type, {}))
     return values
 
 

@@ -16,7 +16,7 @@ from canary_action.config.messages import KeyPath, LineOf
 from canary_action.errors import ConfigError
 from canary_action.files import FileRefusedError, read_regular_file, size_text
 
-#: A canary config or threshold file is a few KiB of keys (the sample with every key commented: 6 KiB). PyYAML
+#: A canary config or threshold file is a few KiB of keys (the sample with every key commented: 9 KiB). PyYAML
 #: parses about 25 KiB of dense YAML (`[1,1,1,...]`) a second, twice on an error (the line lookup): 64 KiB
 #: keeps the worst file to seconds, where 1 MiB took 40 s.
 MAX_YAML_BYTES: Final = 64 * 2**10

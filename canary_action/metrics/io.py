@@ -37,8 +37,13 @@ def write_metrics(metrics: Metrics, path: Path) -> None:
     Raises ValueError, writing nothing, when a float outside the series is NaN/inf (a bug in the writer:
     the series store non-finite values as null, summaries must not produce them).
     """
+    write_json(metrics.model_dump(mode="json"), path)
+
+
+def write_json(document: object, path: Path) -> None:
+    """Write a JSON document as write_metrics does (indented, atomically); NaN/inf raise ValueError."""
     try:
-        text = json.dumps(metrics.model_dump(mode="json"), indent=2, allow_nan=False, ensure_ascii=False)
+        text = json.dumps(document, indent=2, allow_nan=False, ensure_ascii=False)
     except ValueError as e:
         raise ValueError(f"cannot write {path}: {e} (the schema stores non-finite values as null)") from e
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -59,7 +64,11 @@ def write_metrics(metrics: Metrics, path: Path) -> None:
 
 def read_metrics(path: Path) -> Metrics:
     """Read and validate a metrics.json of a version this canary reads (READ_VERSIONS). Raises MetricsFileError."""
-    data = load_json(path)
+    return metrics_from_json(path, load_json(path))
+
+
+def metrics_from_json(path: Path, data: object) -> Metrics:
+    """Validate the parsed content of `path` (load_json's result) as read_metrics does."""
     if not isinstance(data, dict):
         raise MetricsFileError(
             f"{path}: expected a JSON object at the top level, found {_json_type(data)}",

@@ -8,6 +8,7 @@ are made here, in tmp_path.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,13 +18,13 @@ from typing import Final
 
 import pytest
 
-from canary_action.metrics.io import read_metrics
 from tests.integration.test_compare_cli import save
 
 ROOT: Final = Path(__file__).parents[2]
 BAD: Final = ROOT / "tests" / "fixtures" / "configs" / "bad"
 SFT: Final = ROOT / "configs" / "tiny" / "sft.yaml"
 RESULT: Final = ROOT / "tests" / "fixtures" / "reports" / "hostile_result.json"
+LEGACY_0_1: Final = ROOT / "tests" / "fixtures" / "baselines" / "legacy_0_1.json"
 MEMORY_LIMIT: Final = 2 * 2**30
 TIMEOUT_S: Final = 60
 
@@ -136,9 +137,22 @@ def test_init_config_refuses_a_link_to_nowhere(tmp_path: Path) -> None:
     assert not (tmp_path / "outside").exists()
 
 
+def metrics_file(path: Path, form: str, run_id: str) -> Path:
+    """A metrics.json with this run_id, in this release's format or rlhf-canary 0.1's (run_id at its top level)."""
+    if form == "0.1":
+        doc = json.loads(LEGACY_0_1.read_text(encoding="utf-8"))
+        path.write_text(json.dumps({**doc, "run_id": run_id}), encoding="utf-8")
+        return path
+    return save(path, seed=1, run={"run_id": run_id})
+
+
+FORMATS: Final = ["1", "0.1"]
+
+
+@pytest.mark.parametrize("form", FORMATS)
 @pytest.mark.parametrize("run_id", ["../escaped", "/tmp/escaped", "a/b"])
-def test_save_baseline_never_lets_the_run_id_choose_a_path(run_id: str, tmp_path: Path) -> None:
-    metrics = save(tmp_path / "metrics.json", seed=1, run={"run_id": run_id})
+def test_save_baseline_never_lets_the_run_id_choose_a_path(form: str, run_id: str, tmp_path: Path) -> None:
+    metrics = metrics_file(tmp_path / "metrics.json", form, run_id)
     dest = tmp_path / "baselines"
     dest.mkdir()
     done = bounded_canary("save-baseline", metrics, dest)
@@ -147,17 +161,19 @@ def test_save_baseline_never_lets_the_run_id_choose_a_path(run_id: str, tmp_path
     assert not (tmp_path / "escaped.json").exists()
 
 
-def test_save_baseline_takes_a_trailing_slash_as_a_folder_to_create(tmp_path: Path) -> None:
-    metrics = save(tmp_path / "metrics.json", seed=1, run={"run_id": "sft-smoke-20260105T120000Z"})
+@pytest.mark.parametrize("form", FORMATS)
+def test_save_baseline_takes_a_trailing_slash_as_a_folder_to_create(form: str, tmp_path: Path) -> None:
+    metrics = metrics_file(tmp_path / "metrics.json", form, "sft-smoke-20260105T120000Z")
     done = bounded_canary("save-baseline", metrics, f"{tmp_path / 'new' / 'baselines'}/")
     assert done.returncode == 0, done.stderr
     saved = tmp_path / "new" / "baselines" / "sft-smoke-20260105T120000Z.json"
-    assert read_metrics(saved).run == read_metrics(metrics).run
+    assert json.loads(saved.read_text(encoding="utf-8")) == json.loads(metrics.read_text(encoding="utf-8"))
     assert f"saved baseline {saved}" in done.stdout
 
 
-def test_save_baseline_never_replaces_a_file(tmp_path: Path) -> None:
-    metrics = save(tmp_path / "metrics.json", seed=1, run={"run_id": "main"})
+@pytest.mark.parametrize("form", FORMATS)
+def test_save_baseline_never_replaces_a_file(form: str, tmp_path: Path) -> None:
+    metrics = metrics_file(tmp_path / "metrics.json", form, "main")
     folder = tmp_path / "baselines"
     folder.mkdir()
     for dest, existing in ((tmp_path / "kept.json", tmp_path / "kept.json"), (folder, folder / "main.json")):

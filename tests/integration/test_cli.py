@@ -18,6 +18,7 @@ from canary_action.metrics.io import read_metrics
 ROOT = Path(__file__).parents[2]
 BAD = ROOT / "tests" / "fixtures" / "configs" / "bad"
 LEGACY = ROOT / "tests" / "fixtures" / "configs" / "legacy"
+LEGACY_BASELINE = ROOT / "tests" / "fixtures" / "baselines" / "legacy_0_1.json"  # an rlhf-canary 0.1 metrics.json
 
 
 def canary(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -199,13 +200,98 @@ def test_save_baseline_validates_and_refuses_a_failed_run(tmp_path: Path) -> Non
     assert canary("save-baseline", corrupt, tmp_path / "y.json").returncode == 2
 
 
+def legacy_metrics(path: Path, **top: object) -> Path:
+    """The 0.1 fixture with top-level keys changed."""
+    doc = json.loads(LEGACY_BASELINE.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**doc, **top}, indent=2), encoding="utf-8")
+    return path
+
+
+def test_save_baseline_keeps_an_rlhf_canary_0_1_file_that_compare_reads(tmp_path: Path) -> None:
+    """Issue 15 item 4: 0.1's metrics.json, refused before although compare reads it, is stored in 0.1's format."""
+    from tests.integration.test_compare_cli import save
+
+    folder = tmp_path / "baselines"
+    done = canary("save-baseline", LEGACY_BASELINE, f"{folder}/")
+    assert done.returncode == 0, done.stderr
+    target = folder / "dpo_perf_1736087400_13c800a5.json"  # named after its run_id, as a schema-1 file is
+    assert done.stdout == (
+        f"saved baseline {target} (rlhf-canary 0.1 format, kept unchanged, not converted: `canary compare` reads "
+        "it as a 0.1 baseline, with summary-level checks only)\n"
+    )
+    assert json.loads(target.read_text(encoding="utf-8")) == json.loads(LEGACY_BASELINE.read_text(encoding="utf-8"))
+
+    same_workload = {
+        "model_name": "EleutherAI/pythia-70m", "dataset_name": "Anthropic/hh-rlhf", "batch_size": 2,
+        "gradient_accumulation_steps": 4, "max_length": 256,
+    }  # fmt: skip
+    current = save(tmp_path / "cur.json", 1, config=same_workload)
+    compared = canary("compare", current, folder, "--json")
+    assert compared.returncode in (0, 1), compared.stderr
+    [baseline] = json.loads(compared.stdout)["baselines"]
+    assert (baseline["format"], baseline["run_id"]) == ("rlhf-canary-0.1", "dpo_perf_1736087400_13c800a5")
+
+    again = canary("save-baseline", LEGACY_BASELINE, f"{folder}/")
+    assert again.returncode == 2, again.stderr
+    assert f"{target} exists: save-baseline never replaces a file" in again.stderr
+
+
+def test_save_baseline_reads_a_0_1_file_as_compare_does(tmp_path: Path) -> None:
+    broken = canary("save-baseline", LEGACY_BASELINE.with_name("legacy_bad.json"), tmp_path / "a.json")
+    assert broken.returncode == 2, broken.stderr
+    assert "looks like an rlhf-canary 0.1 metrics.json but does not match that format" in broken.stderr
+    assert "perf.step_time" in broken.stderr
+
+    failed = canary("save-baseline", legacy_metrics(tmp_path / "failed.json", status="failed"), tmp_path / "b.json")
+    assert failed.returncode == 2, failed.stderr
+    assert "is a failed run (rlhf-canary 0.1 records no cause)" in failed.stderr
+
+    stopped = canary("save-baseline", legacy_metrics(tmp_path / "timeout.json", status="timeout"), tmp_path / "c.json")
+    assert stopped.returncode == 0, stopped.stderr
+    assert "(stopped early: timeout; `canary compare` leaves stopped-early runs out)" in stopped.stdout
+    assert not (tmp_path / "a.json").exists()
+    assert not (tmp_path / "b.json").exists()
+    assert all("Traceback" not in done.stderr for done in (broken, failed, stopped))
+
+
 def test_init_config_writes_a_config_that_loads(tmp_path: Path) -> None:
     out = tmp_path / "c.yaml"
-    assert canary("init-config", out, "--type", "grpo", "--tier", "perf").returncode == 0
+    done = canary("init-config", out, "--type", "grpo", "--tier", "perf")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"wrote {out} (grpo, perf tier, model and data from the Hub)\n"
     assert canary("init-config", out).returncode == 2  # exists: refused without --force
     from canary_action.config.load import load_config
 
     assert load_config(out).config.training_type == "grpo"
+
+
+@pytest.mark.parametrize("training_type", ["sft", "dpo", "grpo", "rloo", "ppo", "custom"])
+def test_init_config_builtin_writes_an_offline_config_into_new_folders(training_type: str, tmp_path: Path) -> None:
+    """Issue 15 item 5: `canary init-config sub/dir/canary.yaml` creates the folders (0.1 did), and --builtin
+    names nothing to download, so that `canary run` on it works offline."""
+    out = tmp_path / "sub" / "dir" / "canary.yaml"
+    done = canary("init-config", out, "--type", training_type, "--builtin", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"wrote {out} ({training_type}, smoke tier, builtin model and data: runs offline)\n"
+    assert "Traceback" not in done.stderr
+    from canary_action.config.load import load_config
+
+    loaded = load_config(out)
+    assert loaded.notices == []
+    config = loaded.config
+    assert config.training_type == training_type
+    named = {key: getattr(config, key, None) for key in ("model_name", "tokenizer_name", "dataset_name",
+                                                         "reward_model", "value_model")}  # fmt: skip
+    assert all(value is None or value.startswith("builtin:") for value in named.values()), named
+    assert all(name.startswith("builtin:") for name in getattr(config, "reward_funcs", []))
+
+
+def test_init_config_refuses_a_folder_for_out(tmp_path: Path) -> None:
+    done = canary("init-config", f"{tmp_path / 'configs'}/")
+    assert done.returncode == 2, done.stderr
+    assert f"OUT {tmp_path / 'configs'}/ ends in /: a folder, and init-config writes a file" in done.stderr
+    assert f"canary init-config {tmp_path / 'configs' / 'canary.yaml'}" in done.stderr
+    assert not (tmp_path / "configs").exists()
 
 
 def test_schema_prints_json_schemas() -> None:
@@ -278,7 +364,8 @@ def test_light_commands_do_not_import_torch(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from canary_action.cli import cli\n"
-        "for args in (['schema'], ['schema', '--config'], ['init-config', sys.argv[1]]):\n"
+        "for args in (['schema'], ['schema', '--config'], ['init-config', sys.argv[1]],\n"
+        "             ['init-config', sys.argv[1] + '.builtin', '--builtin']):\n"
         "    cli.main(args, standalone_mode=False)\n"
         "heavy = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
@@ -305,7 +392,7 @@ def test_the_command_line_is_frozen() -> None:
         "compare": sorted(["current", "baselines", "--threshold-tier", "--threshold-file", "--allow-change", "--json",
                            "-o", "--output"]),
         "env": ["--json"],
-        "init-config": sorted(["out", "--type", "--tier", "--force"]),
+        "init-config": sorted(["out", "--type", "--tier", "--builtin", "--force"]),  # --builtin: issue 15 item 5
         "pair": sorted(["config", "--base", "--head", "-o", "--output-dir", "--set", "--chunk-steps", "--seed",
                         "--cpus", "--setup", "--baseline", "--threshold-tier", "--threshold-file", "--json"]),
         "report": sorted(["result_file", "--format", "-o", "--output", "--repo", "--pr"]),

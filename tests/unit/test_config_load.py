@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import get_args
+from typing import Any, get_args
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from canary_action.config import (
     LoadedConfig,
@@ -759,20 +761,89 @@ def test_every_sample_config_loads_cleanly(tmp_path: Path, training_type: str, t
     assert loaded.config.profiler.enabled == (tier != "smoke")
 
 
-@pytest.mark.parametrize("training_type", ["sft", "dpo", "grpo", "ppo"])
-def test_sample_comments_are_the_field_descriptions(training_type: str) -> None:
-    text = write_sample_config(training_type, "smoke")
+@pytest.mark.parametrize("builtin", [False, True])
+@pytest.mark.parametrize("tier", ["smoke", "perf", "nightly"])
+@pytest.mark.parametrize("training_type", ["sft", "dpo", "grpo", "rloo", "ppo", "custom"])
+def test_every_builtin_sample_loads_and_names_nothing_to_download(
+    tmp_path: Path, training_type: str, tier: str, builtin: bool
+) -> None:
+    text = write_sample_config(training_type, tier, builtin=builtin)
+    config = load_config(write(tmp_path, text)).config
+    assets = [config.model_name, config.dataset_name, *[getattr(config, key, None) for key in ("reward_model",
+              "value_model", "tokenizer_name")], *getattr(config, "reward_funcs", [])]  # fmt: skip
+    hub = [name for name in assets if name is not None and not name.startswith("builtin:")]
+    if builtin:
+        assert hub == [], hub  # `canary run` on it needs no network
+        assert config.name == f"{training_type}-{tier}-builtin"
+    else:
+        assert config.model_name == "EleutherAI/pythia-70m"
+
+
+def sample_keys(text: str) -> dict[str, Any]:
+    """Every key of a sample, the commented-out blocks' too: a comment line holding `key: value` (after the
+    `# `, at any indent) is read as YAML, the other comment lines are documentation. (A line of documentation
+    that reads as a key, `# defaults:` wrapped to the start of a line, is read as one: as a person would.)"""
+    lines = []
+    for line in text.splitlines():
+        if re.match(r"# +[a-z][a-z0-9_]*:( |$)", line):
+            lines.append(line.removeprefix("# "))
+        elif not line.startswith("#"):
+            lines.append(line)
+    data: dict[str, Any] = yaml.safe_load("\n".join(lines))
+    return data
+
+
+def key_tree(data: dict[str, Any]) -> dict[str, Any]:
+    return {key: key_tree(value) if isinstance(value, dict) else None for key, value in data.items()}
+
+
+def model_tree(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's keys; a key holding a model (profiler, distributed, thresholds...) with that model's keys."""
+    tree: dict[str, Any] = {}
+    for key, field in model.model_fields.items():
+        nested = [t for t in (field.annotation, *get_args(field.annotation)) if isinstance(t, type)
+                  and issubclass(t, BaseModel)]  # fmt: skip
+        tree[key] = model_tree(nested[0]) if nested else None
+    return tree
+
+
+@pytest.mark.parametrize("builtin", [False, True])
+@pytest.mark.parametrize("tier", ["smoke", "perf", "nightly"])
+@pytest.mark.parametrize("training_type", ["sft", "dpo", "grpo", "rloo", "ppo", "custom"])
+def test_sample_writes_every_key_of_the_schema(training_type: str, tier: str, builtin: bool) -> None:
+    """Issue 15 item 5: help, README and error messages promise every key (fault_injection, device,
+    tokenizer_name... were missing). A key added to the schema fails here until the sample writes it."""
+    keys = key_tree(sample_keys(write_sample_config(training_type, tier, builtin=builtin)))
+    expected = model_tree(FAMILIES[training_type])
+    assert set(expected) - set(keys) == set(), "missing from the sample"
+    assert keys == expected
+    assert {"fault_injection", "distributed", "thresholds"} <= set(expected)  # the blocks are read, not skipped
+
+
+def test_sample_keys_sees_a_missing_key() -> None:
+    text = write_sample_config("dpo", "smoke")
+    assert "device" in sample_keys(text)
+    assert "device" not in sample_keys(re.sub(r"^device: .*$", "", text, flags=re.M))
+    assert "slow_rank" not in sample_keys(text.replace("#   slow_rank: null", ""))["fault_injection"]
+
+
+@pytest.mark.parametrize("builtin", [False, True])
+@pytest.mark.parametrize("training_type", ["sft", "dpo", "grpo", "ppo", "custom"])
+def test_sample_comments_are_the_field_descriptions(training_type: str, builtin: bool) -> None:
+    text = write_sample_config(training_type, "smoke", builtin=builtin)
     lines = text.splitlines()
     flat = " ".join(line.lstrip("# ").strip() for line in lines if line.lstrip().startswith("#"))
     family = FAMILIES[training_type]
     for key, value in yaml.safe_load(text).items():
         # A family redeclares training_type without the shared description.
-        description = family.model_fields[key].description or CommonConfig.model_fields[key].description
+        field = family.model_fields[key]
+        description = field.description or CommonConfig.model_fields[key].description
         assert description is not None
         assert description in flat, key
         index = next(i for i, line in enumerate(lines) if line.startswith(f"{key}:"))
         assert lines[index - 1].startswith("#"), f"{key} has no comment above it"
-        assert value is not None
+        # null only where the schema's default is: unset, its description says what happens then
+        assert value is not None or field.get_default(call_default_factory=True) is None, key
 
 
 def test_sample_uses_public_datasets_for_each_family() -> None:
