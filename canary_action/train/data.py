@@ -15,11 +15,10 @@ from datasets import Dataset, load_dataset
 from transformers import PreTrainedTokenizerBase
 
 from canary_action.config.schema import CommonConfig
-from canary_action.errors import TrainingError
+from canary_action.errors import ConfigError, TrainingError
+from canary_action.train import hub
 from canary_action.train.builtin import catalog
 from canary_action.train.builtin import data as builtin_data
-
-_LOCAL_FORMATS = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
 def load(config: CommonConfig, tokenizer: PreTrainedTokenizerBase) -> Dataset:
@@ -33,14 +32,15 @@ def load(config: CommonConfig, tokenizer: PreTrainedTokenizerBase) -> Dataset:
             max_prompt_length=config.max_prompt_length,
         )
     path = Path(config.dataset_name)
-    if path.suffix in _LOCAL_FORMATS:
+    if path.suffix in hub.LOCAL_DATA_FORMATS:
         if not path.is_file():
-            raise TrainingError(
+            raise ConfigError(
                 f"dataset file {path} does not exist",
                 fix="fix dataset_name, or use builtin:<name> for offline runs",
             )
-        loaded = load_dataset(_LOCAL_FORMATS[path.suffix], data_files=str(path), split="train")
+        loaded = load_dataset(hub.LOCAL_DATA_FORMATS[path.suffix], data_files=str(path), split="train")
     else:
+        hub.require([hub.HubName(config.dataset_name, "dataset", config.dataset_revision)])
         loaded = load_dataset(
             config.dataset_name,
             config.dataset_subset,

@@ -7,7 +7,6 @@ steps, never calls compute_loss, and ignores `should_training_stop` — handled 
 
 from __future__ import annotations
 
-import importlib.metadata
 import warnings
 from typing import Any
 
@@ -15,9 +14,9 @@ from datasets import Dataset
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from canary_action.config.schema import PPOConfig
-from canary_action.errors import ConfigError
 from canary_action.train.callback import TrainingStopped
 from canary_action.train.data import require_columns
+from canary_action.train.precheck import no_value_model_ppo
 from canary_action.train.setup import TrainingSetup
 
 
@@ -26,13 +25,8 @@ def preflight(config: PPOConfig) -> None:
         with warnings.catch_warnings():  # "trl.experimental is unstable": known, and the reason for this module
             warnings.simplefilter("ignore")
             import trl.experimental.ppo  # noqa: F401
-    except ImportError as error:
-        raise ConfigError(
-            f"training_type: ppo needs TRL's value-model PPO, which TRL removed after 1.12 "
-            f"(installed: trl {importlib.metadata.version('trl')})",
-            fix="use training_type: grpo or rloo (the online RL trainers current TRL keeps), "
-            "or install 'trl<=1.12' to canary value-model PPO",
-        ) from error
+    except ImportError as error:  # precheck.py looked it up; this is where it is imported
+        raise no_value_model_ppo() from error
 
 
 def prepare_dataset(dataset: Dataset, setup: TrainingSetup[PPOConfig]) -> Dataset:

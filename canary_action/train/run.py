@@ -295,15 +295,23 @@ def _workload(trainer: Any, setup: TrainingSetup[Any], placement: Placement) -> 
     )
 
 
-def quiet_library_progress_bars() -> None:
-    """datasets' and transformers' own bars flood a CI log; the canary prints one progress line instead."""
+def quiet_libraries() -> None:
+    """datasets' and transformers' own bars flood a CI log; the canary prints one progress line instead.
+
+    Each line a library logs is printed once: huggingface_hub and datasets (and transformers when CI is set, as on
+    GitHub's runners) print through a handler of their own *and* pass the record on to the root logger, where the
+    CLI's handler printed it a second time.
+    """
     import datasets
+    import huggingface_hub.utils.logging
     import transformers
 
     datasets.disable_progress_bars()
     # TRL <= 1.16 asks models for is_gradient_checkpointing, deprecated in transformers 5: noise in every log.
     warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
     transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    for library in (huggingface_hub.utils.logging, datasets.utils.logging, transformers.utils.logging):
+        library.disable_propagation()
 
 
 def _iso(moment: datetime) -> str:

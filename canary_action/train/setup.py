@@ -28,7 +28,7 @@ from transformers import (
 )
 
 from canary_action.config.schema import CommonConfig
-from canary_action.train import data, distributed
+from canary_action.train import data, distributed, hub
 from canary_action.train.builtin import catalog, models, tokenizer
 from canary_action.train.placement import Placement
 from canary_action.train.stages import stage
@@ -74,6 +74,7 @@ class TrainingSetup(Generic[ConfigT]):
             name = self.config.tokenizer_name or self.config.model_name
             if catalog.split(name) is not None:
                 return tokenizer.build_tokenizer()
+            hub.require([hub.HubName(name, "tokenizer", self.config.model_revision)])
             loaded = AutoTokenizer.from_pretrained(name, revision=self.config.model_revision)
             if loaded.pad_token is None:
                 loaded.pad_token = loaded.eos_token
@@ -120,6 +121,7 @@ class TrainingSetup(Generic[ConfigT]):
         if builtin is not None:
             path = models.materialize(builtin, seed=self.config.seed, directory=cache_dir() / "builtin", task=task)
             return auto.from_pretrained(path, **kwargs)
+        hub.require([hub.HubName(name, "model", self.config.model_revision)])
         return auto.from_pretrained(name, revision=self.config.model_revision, **kwargs)
 
     def reward_model(self, name: str | None) -> tuple[list[Any], list[Any]]:
@@ -131,6 +133,7 @@ class TrainingSetup(Generic[ConfigT]):
         if name is None:
             return [], []
         if catalog.split(name) is None:
+            hub.require([hub.HubName(name, "model")])  # TRL loads it at its default revision
             return [name], [None]
         with stage("load_model"):
             return [self.load_model(name, task="sequence-classification")], [tokenizer.build_tokenizer()]

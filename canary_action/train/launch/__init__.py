@@ -14,15 +14,27 @@ import sys
 from pathlib import Path
 
 from canary_action.config.load import LoadedConfig
+from canary_action.train import precheck
+from canary_action.train.launch.environment import launch_code_tree
 from canary_action.train.launch.outcome import RunOutcome, new_run_dir
 
 
 def run_canary(loaded: LoadedConfig, output_dir: Path | None = None) -> RunOutcome:
     """One canary from a loaded config: in this process, or through the launcher when num_processes > 1."""
+    name = loaded.config.name
+
+    def say(line: str) -> None:
+        print(f"[{name}] {line}", file=sys.stderr, flush=True)
+
+    # What can be refused without torch is refused before it is imported, and before anything is written.
+    code_tree = launch_code_tree() if loaded.config.num_processes > 1 else None
+    for notice in precheck.check(loaded.config, announce=say, code_tree=code_tree):
+        say(f"note: {notice}")
+        loaded.notices.append(notice)
     run_id, run_dir, started = new_run_dir(loaded.config, output_dir)
     # The first of the lines that say what a run is loading (train/progress.py has the others): these imports
     # alone take seconds to tens of seconds.
-    print(f"[{loaded.config.name}] loading torch, transformers and trl", file=sys.stderr, flush=True)
+    say("loading torch, transformers and trl")
     if loaded.config.num_processes > 1:
         from canary_action.train.launch.ranks import launch_canary
 

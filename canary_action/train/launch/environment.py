@@ -89,6 +89,12 @@ def safe_path_environment(base: Mapping[str, str] | None = None) -> dict[str, st
     return env
 
 
+def launch_code_tree() -> Path | None:
+    """The code tree that safe_path_environment gives the processes the canary starts (None: none)."""
+    tree = safe_path_environment()[CODE_TREE_ENV]
+    return Path(tree) if tree else None
+
+
 def seal_process() -> None:
     """Make this process non-dumpable: a process without capabilities (a child started `unprivileged`, or any
     unprivileged one) can then read neither its /proc/PID/environ nor its memory, where the token is."""

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     early: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _: early.append(signum))
 
-    from canary_action.train.run import CanaryRun, quiet_library_progress_bars
+    from canary_action.train.run import CanaryRun, quiet_libraries
     from canary_action.train.stages import reset_stage
 
     loaded = parse_config(spec.config, source=spec.config_source)
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         gate = TurnGate(incoming, outgoing, spec.side.chunk_steps, loaded.config.max_steps)
         run = CanaryRun(loaded, spec.run_dir, gate=gate)
         reset_stage()
-        quiet_library_progress_bars()
+        quiet_libraries()
         run.provisional(spec.run_id, spec.started, pair=spec.side)  # what a SIGKILL leaves
         code = 0
         signal.signal(signal.SIGTERM, _terminated)

@@ -39,13 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _terminated)
 
     from canary_action.train.ranks import RankContext, write_record
-    from canary_action.train.run import CanaryRun, quiet_library_progress_bars
+    from canary_action.train.run import CanaryRun, quiet_libraries
     from canary_action.train.stages import reset_stage
 
     context = RankContext.from_environment(spec.run_dir)
     run = CanaryRun(parse_config(spec.config, source=str(spec_path)), spec.run_dir, rank=context)
     reset_stage()
-    quiet_library_progress_bars()
+    quiet_libraries()
     code = 0
     try:
         run.execute()

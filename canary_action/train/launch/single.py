@@ -8,14 +8,14 @@ from pathlib import Path
 from canary_action.config.load import LoadedConfig
 from canary_action.errors import CanaryError, RunInterrupted, TrainingError
 from canary_action.train.launch.outcome import RunOutcome
-from canary_action.train.run import CanaryRun, quiet_library_progress_bars
+from canary_action.train.run import CanaryRun, quiet_libraries
 from canary_action.train.stages import reset_stage
 
 
 def run_single(loaded: LoadedConfig, run_id: str, run_dir: Path, started: datetime) -> RunOutcome:
     run = CanaryRun(loaded, run_dir)
     reset_stage()
-    quiet_library_progress_bars()
+    quiet_libraries()
     run.provisional(run_id, started)  # what a SIGKILL leaves, with the steps streamed beside it
     try:
         run.execute()
