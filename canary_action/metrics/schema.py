@@ -40,9 +40,12 @@ PAIR_ROUND = "pair/round"
 
 
 class Record(BaseModel):
-    """Closed: a key this version does not know is an error. A new field means a new schema_version."""
+    """Closed: a key this version does not know is an error. A new field means a new schema_version.
 
-    model_config = ConfigDict(extra="forbid")
+    Finite: the series store a non-finite value as null and a summary never holds one, so a float field taking
+    inf or NaN is refused (a reader's fast path relies on it: see metrics/io.py read_metrics)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class RunIdentity(Record):
