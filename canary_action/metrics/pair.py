@@ -11,18 +11,18 @@ from typing import Final, Literal
 
 from pydantic import Field
 
-from canary_action.metrics.schema import Record
+from canary_action.metrics.schema import Closed
 
 PAIR_RECORD_VERSION: Final = 1
 Side = Literal["base", "head"]
 
 
-class Round(Record):
+class Round(Closed):
     index: int
     order: list[Side] = Field(description="The sides in the order they trained this round (drawn at random).")
 
 
-class SideEnd(Record):
+class SideEnd(Closed):
     tree: str
     config_path: str = Field(description="The config file inside the tree.")
     metrics_path: str = Field(description="The side's metrics.json, relative to pair.json's directory.")
@@ -30,7 +30,7 @@ class SideEnd(Record):
     steps: int = Field(description="Optimizer steps the side completed.")
 
 
-class PairRecord(Record):
+class PairRecord(Closed):
     pair_record_version: Literal[1] = PAIR_RECORD_VERSION
     pair_id: str
     chunk_steps: int

@@ -39,11 +39,15 @@ RANK_PREFIX = "dist/rank"
 PAIR_ROUND = "pair/round"
 
 
-class Record(BaseModel):
-    """Closed: a key this version does not know is an error. A new field means a new schema_version.
+class Closed(BaseModel):
+    """Closed: a key this version does not know is an error. A new field means a new schema_version."""
 
-    Finite: the series store a non-finite value as null and a summary never holds one, so a float field taking
-    inf or NaN is refused (a reader's fast path relies on it: see metrics/io.py read_metrics)."""
+    model_config = ConfigDict(extra="forbid")
+
+
+class Record(Closed):
+    """A part of metrics.json: closed, and finite. The series store a non-finite value as null and a summary
+    never holds one, so a float field refuses inf and NaN (read_metrics's fast path relies on it)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
