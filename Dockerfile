@@ -46,6 +46,7 @@ RUN pip install --require-hashes --no-deps --only-binary :all: -r /opt/rlhf-cana
 # fails the build when the lock does not satisfy the package's ranges.
 COPY pyproject.toml README.md /opt/rlhf-canary/src/
 COPY canary_action/ /opt/rlhf-canary/src/canary_action/
+COPY templates/ /opt/rlhf-canary/src/templates/
 RUN pip install --no-deps --no-build-isolation /opt/rlhf-canary/src \
     && rm -rf /opt/rlhf-canary/src/build /opt/rlhf-canary/src/*.egg-info \
     && pip check \

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final
 import click
 
 from canary_action import __version__
+from canary_action.cli_github import gh_report_command
 from canary_action.config.thresholds import Tier
 from canary_action.destinations import output_folder, write_output
 from canary_action.errors import (
@@ -40,6 +41,8 @@ from canary_action.metrics.schema import Distributed, Metrics
 if TYPE_CHECKING:
     from canary_action.compare.result import CompareResult
     from canary_action.report.render import Kind  # jinja2 only for the commands that render
+    from canary_action.report.templates import Templates
+    from canary_action.report.view import Links
 
 EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
@@ -53,6 +56,10 @@ _EXIT_CODES: dict[type[CanaryError], int] = {
 _TYPES = ("sft", "dpo", "grpo", "rloo", "ppo", "custom")
 _TIERS = ("smoke", "perf", "nightly")
 _REPORT_KINDS: dict[str, Kind] = {"comment": "comment", "summary": "summary", "markdown": "markdown"}
+_TEMPLATES_HELP: Final = (
+    "A folder of your own report templates (*.j2, named as ours; docs/report.md, 'Your own templates'): each "
+    "replaces ours of its name in the GitHub formats."
+)
 
 
 def exit_code(error: CanaryError) -> int:
@@ -133,6 +140,9 @@ def cli(verbose: bool) -> None:
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+
+
+cli.add_command(gh_report_command)  # rlhf-canary 0.1's gh-report: cli_github.py
 
 
 @cli.command()
@@ -228,7 +238,15 @@ def _missing_training_stack(missing: list[str]) -> MissingExtraError:
     help="A workload field that may differ without making checks not-comparable (repeatable), e.g. max_length.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (result_schema_version 2).")
+@click.option(
+    "--format",
+    "kind",
+    type=click.Choice(["terminal", "markdown"]),
+    help="terminal: for people (aligned columns, colour on a terminal); markdown: GitHub markdown. Default: terminal "
+    "on stdout, markdown with -o or --templates.",
+)
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the report here instead of stdout.")
+@click.option("--templates", type=click.Path(path_type=Path), help=_TEMPLATES_HELP)
 def compare_command(  # click passes options as keywords
     *,
     current: Path,
@@ -237,7 +255,9 @@ def compare_command(  # click passes options as keywords
     threshold_file: Path | None,
     allowed: tuple[str, ...],
     as_json: bool,
+    kind: str | None,
     output: Path | None,
+    templates: Path | None,
 ) -> None:
     """Compare a run with its baselines (files or directories, newest first).
 
@@ -248,8 +268,15 @@ def compare_command(  # click passes options as keywords
     """
     from canary_action.compare.command import run_compare
 
+    if as_json and (kind is not None or templates is not None):
+        raise UsageError("--json prints the result, not a report", fix="leave out --format and --templates")
+    kind = _report_kind(kind, output, templates, default="terminal")
+    loaded = _load_templates(templates)  # before comparing: a template error is known at once
     result = run_compare(current, list(baselines), tier=tier, threshold_file=threshold_file, allowed=allowed)
-    _emit(_result_text(result, as_json), output, f"{result.verdict}: {result.reason}")
+    if as_json:
+        _emit(_result_text(result, as_json), output, f"{result.verdict}: {result.reason}")
+    else:
+        _emit_report(result, kind, output, f"{result.verdict}: {result.reason}", templates=loaded)
     code = {"regression": EXIT_REGRESSION, "crashed": EXIT_INFRA}.get(result.verdict, EXIT_OK)
     if code:
         raise click.exceptions.Exit(code)
@@ -354,35 +381,88 @@ def _result_text(result: CompareResult, as_json: bool) -> str:
 @click.option(
     "--format",
     "kind",
-    type=click.Choice(["comment", "check", "summary", "markdown"]),
-    default="markdown",
-    show_default=True,
+    type=click.Choice(["comment", "check", "summary", "markdown", "terminal"]),
     help="comment: the sticky PR comment; check: the check run's output as JSON (title, summary, text); "
-    "summary: the job summary; markdown: what `canary compare` prints.",
+    "summary: the job summary; markdown: GitHub markdown of what `canary compare` prints; terminal: that report "
+    "for people (aligned columns, colour on a terminal). Default: terminal when printing to a terminal, else "
+    "markdown.",
 )
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write here instead of stdout.")
 @click.option("--repo", metavar="OWNER/NAME", help="The repository the result is for: linked in the report.")
 @click.option("--pr", metavar="N", help="Its pull request: the report links to it (needs --repo). Nothing is posted.")
-def report_command(result_file: Path, kind: str, output: Path | None, repo: str | None, pr: str | None) -> None:
+@click.option("--templates", type=click.Path(path_type=Path), help=_TEMPLATES_HELP)
+def report_command(  # click passes options as keywords
+    *,
+    result_file: Path,
+    kind: str | None,
+    output: Path | None,
+    repo: str | None,
+    pr: str | None,
+    templates: Path | None,
+) -> None:
     """Render a compare result (`canary compare --json`) for GitHub or a terminal.
 
     --repo and --pr (rlhf-canary 0.1's flags) name the pull request the report is for and link it in the report;
     this command posts nothing (the action publishes).
     """
     from canary_action.report.load import read_result
-    from canary_action.report.render import check_output, render
     from canary_action.report.view import Links
 
+    default = "terminal" if output is None and sys.stdout.isatty() else "markdown"
+    kind = _report_kind(kind, output, templates, default=default)
     links = Links(repository=_repository(repo), pull_request=_pull_request(pr, repo))
+    loaded = _load_templates(templates)
     result = read_result(result_file)
-    if kind == "check":
-        text = json.dumps(check_output(result, links), indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = render(result, _REPORT_KINDS[kind], links)
     target = ""
     if links.repository is not None:
         target = f" for {links.repository}" + (f"#{links.pull_request}" if links.pull_request is not None else "")
-    _emit(text, output, f"{kind} of {result.verdict}{target}")
+    _emit_report(result, kind, output, f"{kind} of {result.verdict}{target}", links=links, templates=loaded)
+
+
+def _report_kind(kind: str | None, output: Path | None, templates: Path | None, *, default: str) -> str:
+    """The format asked for, else markdown for a file or with --templates (they shape the GitHub formats), else
+    `default`. --templates with the terminal format, which uses none, is refused rather than ignored."""
+    if kind == "terminal" and templates is not None:
+        raise UsageError(
+            "--templates shapes the GitHub formats; the terminal format uses no template",
+            fix="pass --format markdown (or comment, summary, check) with --templates, or leave --templates out",
+        )
+    if kind is not None:
+        return kind
+    return "markdown" if output is not None or templates is not None else default
+
+
+def _load_templates(folder: Path | None) -> Templates | None:
+    if folder is None:
+        return None
+    from canary_action.report.templates import load_templates
+
+    return load_templates(folder)
+
+
+def _emit_report(
+    result: CompareResult,
+    kind: str,
+    output: Path | None,
+    what: str,
+    *,
+    links: Links | None = None,
+    templates: Templates | None = None,
+) -> None:
+    """A report of `kind`: the terminal form coloured as use_colour says (never in a file), or GitHub's."""
+    if kind == "terminal":
+        from canary_action.report.terminal import render_terminal, use_colour
+
+        colour = output is None and use_colour(sys.stdout)
+        _emit(render_terminal(result, links, colour=colour), output, what, colour=colour)
+        return
+    from canary_action.report.render import check_output, render
+
+    if kind == "check":
+        text = json.dumps(check_output(result, links, templates), indent=2, ensure_ascii=False) + "\n"
+    else:
+        text = render(result, _REPORT_KINDS[kind], links, templates)
+    _emit(text, output, what)
 
 
 # GitHub's rules: an owner is 1-39 letters, digits and hyphens (underscores in managed users' names), not starting
@@ -508,10 +588,11 @@ def schema(of_config: bool, of_result: bool) -> None:
     click.echo(json.dumps(metrics_json_schema(), indent=2))
 
 
-def _emit(text: str, output: Path | None, what: str) -> None:
-    """Print a report, or write it to `output` and say so on stderr (stdout stays the report's alone)."""
+def _emit(text: str, output: Path | None, what: str, *, colour: bool = False) -> None:
+    """Print a report, or write it to `output` and say so on stderr (stdout stays the report's alone). `colour`:
+    keep the text's colour codes even where click would strip them (FORCE_COLOR into a pipe)."""
     if output is None:
-        click.echo(text, nl=False)
+        click.echo(text, nl=False, color=True if colour else None)
         return
     write_output(output, text, flag="-o")
     click.echo(f"{what}\nwrote {output}", err=True)

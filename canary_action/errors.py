@@ -47,6 +47,12 @@ class ConfigError(CanaryError):
         return head + body + tail
 
 
+class TemplateError(ConfigError):
+    """A team's report templates (`--templates`, the action's `templates` input) cannot be used."""
+
+    title = "unusable report template"
+
+
 class UsageError(CanaryError):
     """The command line itself is wrong (a bad flag value, a missing file argument)."""
 

@@ -25,6 +25,7 @@ SOURCE = "package/generated/api.github.com.json"
 #: (method, path template): every REST call the action makes, in the order of one run.
 OPERATIONS = (
     ("get", "/repos/{owner}/{repo}"),
+    ("get", "/repos/{owner}/{repo}/compare/{basehead}"),
     ("get", "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/runs"),
     ("get", "/repos/{owner}/{repo}/actions/runs/{run_id}"),
     ("get", "/repos/{owner}/{repo}/actions/runs/{run_id}/artifacts"),

@@ -11,7 +11,9 @@ files in tests/fixtures/image/. The image's contract:
 - the Dockerfile pins its base by digest, on the CUDA major of the locked torch; installs the lock with
   --require-hashes before it copies the package; runs an entrypoint that exists; installs the lock's Python;
   and tells the fingerprint which image it is;
-- .dockerignore lets every file the Dockerfile copies into the build context.
+- .dockerignore lets every file the Dockerfile copies into the build context;
+- every folder the wheel is built from (canary_action/, and each folder pyproject's package-dir maps into the
+  package, such as templates/) is copied beside pyproject.toml before the package is installed.
 """
 
 from __future__ import annotations
@@ -280,6 +282,41 @@ def dockerfile_problems(dockerfile: Path, root: Path) -> list[str]:
             problems.append(f"{name}:{ins.line}: the package is installed before the lock (line {lock_install.line})")
         if "--no-deps" not in ins.args.split():
             problems.append(f"{name}:{ins.line}: the package is installed without --no-deps: pip could resolve anew")
+    return problems
+
+
+def package_source_problems(dockerfile: Path, pyproject: Path) -> list[str]:
+    """The folders `pip install` builds the package from are all copied next to the copied pyproject.toml."""
+    setuptools = tomllib.loads(pyproject.read_text(encoding="utf-8"))["tool"]["setuptools"]
+    needed = sorted({"canary_action", *setuptools.get("package-dir", {}).values()})
+    instructions = read_dockerfile(dockerfile)
+    context_copies = copies(instructions)
+    project = next((c for c in context_copies if "pyproject.toml" in c.sources), None)
+    if project is None:
+        return [f"{dockerfile.name}: pyproject.toml is never copied into the image"]
+    source_dir = PurePosixPath(_copied_path(project, "pyproject.toml")).parent
+    install = next(
+        (i for i in instructions if i.keyword == "RUN" and "pip install" in i.args and str(source_dir) in i.args),
+        None,
+    )
+    problems = []
+    for folder in needed:
+        wanted = (source_dir / folder).as_posix()
+        copy = next(
+            (c for c in context_copies if any(s.rstrip("/") == folder for s in c.sources)
+             and c.dest.rstrip("/") == wanted),
+            None,
+        )  # fmt: skip
+        if copy is None:
+            problems.append(
+                f"{dockerfile.name}: {folder}/ is never copied to {wanted}/, so the package built there lacks it "
+                f"(pyproject.toml builds the package from it): add COPY {folder}/ {wanted}/"
+            )
+        elif install is not None and copy.instruction.index > install.index:
+            problems.append(
+                f"{dockerfile.name}:{copy.instruction.line}: {folder}/ is copied after the package is installed "
+                f"(line {install.line})"
+            )
     return problems
 
 

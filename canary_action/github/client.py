@@ -166,7 +166,8 @@ def _refusal(method: str, path: str, status: int, raw: bytes) -> GitHubError:
     if status == 401:
         return GitHubError(
             f"{method} {path}: 401 {message}",
-            fix="the token is missing, expired or wrong: pass `github-token: ${{ github.token }}` (the default)",
+            fix="the token is missing, expired or wrong: pass `github-token: ${{ github.token }}` (the default; for "
+            "`canary gh-report`, the step's `env: GITHUB_TOKEN: ${{ github.token }}`)",
             status=status,
         )
     needed = next((perm for fragment, perm in PERMISSIONS if fragment in path), None)

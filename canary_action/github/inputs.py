@@ -15,18 +15,22 @@ two equal (tests/unit/test_action_inputs.py).
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from canary_action.errors import UsageError
 
 Tier = Literal["default", "smoke", "perf", "nightly"]
 #: action.yml's defaults that are expressions the runner evaluates (the model cannot hold them literally).
 EXPRESSION_DEFAULTS: Final = {"github_token": "${{ github.token }}"}
+WORKFLOWS_DIR: Final = ".github/workflows/"
+#: A workflow file as GitHub finds one: directly in .github/workflows/, named *.yml or *.yaml.
+_WORKFLOW_FILE: Final = re.compile(r"(?:\.github/workflows/)?([A-Za-z0-9_][A-Za-z0-9_.-]*\.ya?ml)")
 
 
 class ActionInputs(BaseModel):
@@ -38,6 +42,13 @@ class ActionInputs(BaseModel):
     )
     thresholds: str | None = Field(
         None, description="Path of a thresholds YAML file (base_tier plus overrides); empty for none."
+    )
+    templates: str | None = Field(
+        None,
+        description="A folder of your own report templates (*.j2 named as rlhf-canary's, each replacing ours of its "
+        "name; docs/report.md), relative to the repository root: read from the workspace in mode run, from the "
+        "default branch's checkout in mode report, never from a pull request's files; unused in mode measure. "
+        "Empty: ours.",
     )
     mode: Literal["auto", "run", "measure", "report"] = Field(
         "auto",
@@ -67,6 +78,11 @@ class ActionInputs(BaseModel):
     )
     baseline_branch: str | None = Field(
         None, description="Branch whose runs are the baseline; empty: the repository's default branch."
+    )
+    baseline_workflow: str | None = Field(
+        None,
+        description="The workflow file whose runs upload the baseline artifact (e.g. nightly.yml or "
+        ".github/workflows/nightly.yml); empty: the file of the workflow that measured.",
     )
     baseline_runs: int = Field(
         5, ge=1, le=20, description="How many past successful baseline runs to compare with (1-20)."
@@ -103,6 +119,20 @@ class ActionInputs(BaseModel):
         "regression", description="regression: fail the step on a regression; never: only report it."
     )
     output_dir: str = Field("canary-output", description="Where metrics.json, result.json and the reports are written.")
+
+    @field_validator("baseline_workflow")
+    @classmethod
+    def _workflow_file(cls, value: str | None) -> str | None:
+        """A file name or its path, as .github/workflows/<name>: the form GITHUB_WORKFLOW_REF gives."""
+        if value is None:
+            return None
+        found = _WORKFLOW_FILE.fullmatch(value)
+        if found is None or ".." in value:
+            raise ValueError(
+                "not a workflow file of this repository: give its file name (nightly.yml) or its path "
+                "(.github/workflows/nightly.yml), ending .yml or .yaml, without `..` or a URL"
+            )
+        return WORKFLOWS_DIR + found.group(1)
 
 
 #: The action's outputs (the entrypoint writes each to GITHUB_OUTPUT); action.yml must list exactly these.
@@ -156,7 +186,8 @@ def _problem(err: Mapping[str, object]) -> str:
         close = difflib.get_close_matches(given, choices, n=1)
         hint = f" — did you mean {close[0]!r}?" if close else ""
         return f"{name}: {given!r} is not one of {', '.join(choices)}{hint}"
-    return f"{name}: {err.get('msg')} (got {given!r})"
+    said = str(err.get("msg")).removeprefix("Value error, ")  # a validator's own message needs no prefix
+    return f"{name}: {said} (got {given!r})"
 
 
 @dataclass(frozen=True)
@@ -206,3 +237,12 @@ def read_runner(env: Mapping[str, str]) -> RunnerEnv:
         output_path=path("GITHUB_OUTPUT"),
         summary_path=path("GITHUB_STEP_SUMMARY"),
     )
+
+
+#: Where `canary gh-report` finds its token: the variables a workflow step sets for gh and the REST clients.
+TOKEN_VARIABLES: Final = ("GITHUB_TOKEN", "GH_TOKEN")
+
+
+def read_token(env: Mapping[str, str]) -> str | None:
+    """`canary gh-report`'s token: from the environment only, never a flag (a command line shows in `ps`)."""
+    return next((env[name].strip() for name in TOKEN_VARIABLES if env.get(name, "").strip()), None)

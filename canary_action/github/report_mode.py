@@ -36,6 +36,7 @@ from canary_action.github.baseline_fetch import OVERSIZED, FetchedBaselines, Run
 from canary_action.github.context import PR_EVENTS
 from canary_action.github.publish import check_name
 from canary_action.github.step import Step, Target, default_artifact, fetch_for, read_config
+from canary_action.github.team_templates import load_team_templates
 from canary_action.report.escape import one_line, slug
 from canary_action.report.view import Links
 
@@ -66,6 +67,7 @@ def report_mode(step: Step) -> int:
     if run is None:
         return 0
     loaded = read_config(step)  # the trusted side's config names the artifact and the check
+    load_team_templates(step, publish=True)  # from the same trusted checkout as the config
     name = loaded.config.name
     artifact = inputs.baseline_artifact or default_artifact(name)
     step.outputs["artifact-name"] = artifact
@@ -88,7 +90,7 @@ def report_mode(step: Step) -> int:
         fetched = FetchedBaselines()
     else:
         dest = Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-"))
-        fetched = fetch_for(step, artifact, dest, workflow_file=run.workflow_file)
+        fetched = fetch_for(step, artifact, dest, workflow_file=run.workflow_file, pull_head=target.head_sha)
     threshold_file = step.runner.workspace / inputs.thresholds if inputs.thresholds else None
     try:
         result = run_compare(

@@ -16,6 +16,7 @@ from canary_action.github.commands import append_summary, write_outputs
 from canary_action.github.context import PR_EVENTS, EventContext
 from canary_action.github.publish import Annotation, Published, check_name
 from canary_action.github.step import Step, Target, complete_check, default_artifact, fetch_for, read_config
+from canary_action.github.team_templates import load_team_templates
 from canary_action.github.training import LockstepTrainer, lockstep_base, measured_commit
 from canary_action.report.escape import one_line
 from canary_action.report.view import Links
@@ -38,6 +39,7 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
 
     inputs, ctx, log = step.inputs, step.ctx, step.log
     loaded = read_config(step)
+    load_team_templates(step, publish=publish)
     name = loaded.config.name
     artifact = inputs.baseline_artifact or default_artifact(name)
     step.outputs["artifact-name"] = artifact
@@ -72,7 +74,10 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
     if base_sha is not None and inputs.baseline == "lockstep":
         fetched = FetchedBaselines()
     else:
-        fetched = fetch_for(step, artifact, Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-")))
+        # a pull request's measured commit (a fork's too, though nothing is published): its merge base's run first
+        pull_head = target.head_sha if target is not None else ctx.head_sha if ctx.event in PR_EVENTS else None
+        dest = Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-"))
+        fetched = fetch_for(step, artifact, dest, pull_head=pull_head)
     threshold_file = step.runner.workspace / inputs.thresholds if inputs.thresholds else None
     result = run_compare(
         measured,
@@ -88,7 +93,9 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
         artifacts=run_url and run_url + "#artifacts",
         baseline_run=fetched.run_urls[0] if fetched.run_urls else None,
         artifact_name=artifact,
-        baseline_snippet=baseline_snippet(ctx, inputs.config, artifact, inputs.output_dir),
+        baseline_snippet=baseline_snippet(
+            ctx, inputs.config, artifact, inputs.output_dir, baseline_workflow=inputs.baseline_workflow
+        ),
     )
     step.write_result(result, links)
     log.line(f"rlhf-canary {result.verdict}: {one_line(result.reason, 500)}")
@@ -194,17 +201,21 @@ def _lockstep_base(step: Step) -> tuple[str | None, list[str]]:
     return lockstep_base(step.runner.workspace, step.ctx.base_sha, step.ctx.head_sha), []
 
 
-def baseline_snippet(ctx: EventContext, config: str, artifact: str, output_dir: str) -> str | None:
-    """The workflow that creates this canary's baseline: the same file, run on the default branch, its
-    results uploaded under the artifact name the next pull requests look for."""
+def baseline_snippet(
+    ctx: EventContext, config: str, artifact: str, output_dir: str, *, baseline_workflow: str | None = None
+) -> str | None:
+    """The workflow that creates this canary's baseline: the same file (or `baseline_workflow`, which pull
+    requests do not run), run on the default branch, its results uploaded under the artifact name the next pull
+    requests look for."""
     branch = ctx.default_branch or "main"
     if not all(_SAFE_PATH.fullmatch(v) for v in (branch, config, artifact, output_dir)):
         return None
-    workflow = ctx.workflow_file if ctx.workflow_file and _SAFE_PATH.fullmatch(ctx.workflow_file) else None
+    workflow = baseline_workflow or ctx.workflow_file
+    workflow = workflow if workflow and _SAFE_PATH.fullmatch(workflow) else None
     lines = [
         *([f"# {workflow}"] if workflow else []),
         "on:",
-        "  pull_request:",
+        *(["  pull_request:"] if baseline_workflow is None else []),
         "  push:",
         f"    branches: [{branch}]",
         "  workflow_dispatch:",

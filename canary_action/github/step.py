@@ -23,6 +23,7 @@ from canary_action.report.view import Links
 
 if TYPE_CHECKING:
     from canary_action.config.load import LoadedConfig
+    from canary_action.report.templates import Templates
 
 ARTIFACT_PREFIX: Final = "rlhf-canary-"
 RESULT_FILE: Final = "result.json"
@@ -53,6 +54,8 @@ class Step:
     outputs: dict[str, str] = field(default_factory=dict)
     problems: list[CanaryError] = field(default_factory=list)
     """Failures met after the measurement (GitHub down): reported, and exit 3, but nothing is lost."""
+    templates: Templates | None = None
+    """The team's report templates (the `templates` input, team_templates.py); None: ours."""
 
     @property
     def out_dir(self) -> Path:
@@ -81,15 +84,17 @@ class Step:
             self.problems.append(error)
 
     def write_result(self, result: CompareResult, links: Links, prefix: str = "") -> tuple[Path, Path]:
+        from canary_action.github.team_templates import settle_team_templates
         from canary_action.report.render import render
 
+        settle_team_templates(self, result, links)  # a team template that fails falls back to ours, said
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.check_output_dir()  # again: the pull request's code ran meanwhile, as a user who can replace it
         result_path = self.out_dir / f"{prefix}{RESULT_FILE}"
         report_path = self.out_dir / f"{prefix}{REPORT_FILE}"
         replace_file(result_path, result.model_dump_json(indent=2) + "\n")
-        replace_file(report_path, render(result, "markdown", links))
-        append_summary(self.runner.summary_path, render(result, "summary", links))
+        replace_file(report_path, render(result, "markdown", links, self.templates))
+        append_summary(self.runner.summary_path, render(result, "summary", links, self.templates))
         self.outputs.update(
             {
                 "verdict": result.verdict,
@@ -112,23 +117,42 @@ class Step:
         """Complete the check run (a new one unless `check` is this run's) on the target commit, then the comment.
         `config_name` names the check and the sticky comment: the trusted side's config's name (default: the
         measured config's, for a run that measured trusted code)."""
-        from canary_action.report.render import check_output, render
-        from canary_action.report.view import sticky_marker
+        config_name = config_name or result.current.config_name
+        self.publish_check(result, links, target.head_sha, check, annotations, config_name=config_name)
+        self.publish_comment(result, links, target.pr_number, config_name=config_name)
+
+    def publish_check(
+        self,
+        result: CompareResult,
+        links: Links,
+        head_sha: str,
+        check: Published | None,
+        annotations: list[Annotation],
+        *,
+        config_name: str,
+    ) -> None:
+        """Complete `check`, or a new check run on `head_sha`; a refusal degrades (see `degrade`)."""
+        from canary_action.report.render import check_output
 
         publisher = self.publisher()
-        config_name = config_name or result.current.config_name
         try:
-            check = check or publisher.start_check(check_name(config_name), target.head_sha, self.run_url())
-            done = publisher.finish_check(
-                check, conclusion_of(result.verdict, self.inputs.fail_on), check_output(result, links), annotations
-            )
+            check = check or publisher.start_check(check_name(config_name), head_sha, self.run_url())
+            conclusion = conclusion_of(result.verdict, self.inputs.fail_on)
+            output = check_output(result, links, self.templates)
+            done = publisher.finish_check(check, conclusion, output, annotations)
             self.outputs["check-run-url"] = done.url or ""
         except GitHubError as e:
             self.degrade(e, "complete the check run")
+
+    def publish_comment(self, result: CompareResult, links: Links, pr_number: int, *, config_name: str) -> None:
+        """Create or update the sticky comment as the `comment` input says; a refusal degrades."""
+        from canary_action.report.render import render
+        from canary_action.report.view import sticky_marker
+
         try:
             marker = sticky_marker(config_name)
-            body = render(result, "comment", links)
-            comment = publisher.upsert_comment(target.pr_number, marker, body, result.verdict, self.inputs.comment)
+            body = render(result, "comment", links, self.templates)
+            comment = self.publisher().upsert_comment(pr_number, marker, body, result.verdict, self.inputs.comment)
             if comment is not None:
                 self.outputs["comment-url"] = comment.url or ""
         except GitHubError as e:
@@ -200,9 +224,13 @@ def read_config(step: Step) -> LoadedConfig:
     return loaded
 
 
-def fetch_for(step: Step, artifact: str, dest: Path, *, workflow_file: str | None = None) -> FetchedBaselines:
-    """The baselines of `artifact`: default-branch runs of `workflow_file` (default: the running workflow's)."""
+def fetch_for(
+    step: Step, artifact: str, dest: Path, *, workflow_file: str | None = None, pull_head: str | None = None
+) -> FetchedBaselines:
+    """The baselines of `artifact`: default-branch runs of `baseline-workflow`, else of `workflow_file` (default:
+    the running workflow's); for a pull request's measured commit `pull_head`, its merge base's run first."""
     ctx, inputs = step.ctx, step.inputs
+    workflow_file = inputs.baseline_workflow or workflow_file
     branch = inputs.baseline_branch or ctx.default_branch
     try:
         if branch is None:
@@ -217,6 +245,7 @@ def fetch_for(step: Step, artifact: str, dest: Path, *, workflow_file: str | Non
             wanted=inputs.baseline_runs,
             dest=dest,
             run_id=inputs.baseline_run_id,
+            pull_head=pull_head,
         )
     except GitHubError as e:
         step.degrade(e, "fetch the baselines")

@@ -58,6 +58,19 @@ def text(value: object, limit: int = 200) -> Md:
     return Md(_AUTOLINK.sub(_ZWSP, out.replace("@", _ZWJ + "@" + _ZWJ)))
 
 
+_MARKUP: Final = re.compile(r"\\([!-/:-@\[-`{-~])|[`*]")  # an escaped mark (kept, bare), or our code/bold marks
+_C1: Final = re.compile(r"[\x80-\x9f]")  # C1 controls: U+009B starts an escape sequence in some terminals
+
+
+def plain(markdown: str) -> str:
+    """Markdown the report built (Md) as the text a reader sees, for a terminal: escapes undone (`step\\_time` is
+    step_time), entities decoded, our bold and code marks and the invisible joiners dropped. `plain(text(x))` is
+    `one_line(x)` (less zero-width and C1 characters): no control character that a terminal obeys gets through."""
+    out = _MARKUP.sub(lambda m: m.group(1) or "", markdown)
+    out = out.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")  # &amp; last: "&amp;lt;" is "&lt;"
+    return _C1.sub("", out.replace(_ZWJ, "").replace(_ZWSP, ""))
+
+
 def one_line(value: object, limit: int = 200) -> str:
     """`value` as one line, without control or bidi characters, cut to `limit` characters: not yet escaped."""
     flat = _SPACES.sub(" ", _CONTROL.sub(" ", _BIDI.sub("", str(value)))).strip()

@@ -1,9 +1,13 @@
-"""Rendering a CompareResult with the templates in canary_action/templates, inside GitHub's size limits.
+"""Rendering a CompareResult with the templates (templates.py: ours in templates/, or a team's folder over
+them), inside GitHub's size limits.
 
 The environment escapes for markdown: a value a template prints is either `Md` (built by the view model
 from escaped parts) or a macro's output, or it goes through `escape.text`; a bool, None or any other object
 is an error, never silently printed.
 StrictUndefined turns a misspelt field into an error instead of an empty cell.
+
+A PR comment's first line is always the config's sticky marker, whatever a team's template prints: the
+action finds its comment by that line. Any marker a template printed is removed and ours put first.
 
 Size budgets (GitHub's documented limits): a PR comment body 65,536 characters, a check run's summary and
 text 65,535 each (counted here in UTF-16 code units, as GitHub's API does, so emoji count twice), a job
@@ -13,16 +17,14 @@ per-step detail, the env diff — and the report says what went and where the fu
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Final, Literal
 
-import jinja2
-import markupsafe
-
 from canary_action.compare.result import CompareResult
-from canary_action.report.escape import Md, text
+from canary_action.report.escape import Md
+from canary_action.report.templates import Templates, default_templates
 from canary_action.report.view import Links, ReportView, build_view
 
 Kind = Literal["comment", "check-summary", "check-text", "summary", "markdown"]
@@ -60,32 +62,36 @@ TARGETS: Final[dict[Kind, Target]] = {
 }  # fmt: skip
 
 
-def render(result: CompareResult, kind: Kind, links: Links | None = None) -> str:
-    """The report for `kind`, degraded as little as its budget needs."""
-    return render_view(build_view(result, links), kind)
+def render(result: CompareResult, kind: Kind, links: Links | None = None, templates: Templates | None = None) -> str:
+    """The report for `kind`, degraded as little as its budget needs (templates: ours when None)."""
+    return render_view(build_view(result, links), kind, templates)
 
 
-def check_output(result: CompareResult, links: Links | None = None) -> dict[str, str]:
+def check_output(
+    result: CompareResult, links: Links | None = None, templates: Templates | None = None
+) -> dict[str, str]:
     """A check run's `output` (title, summary, text), as the REST API takes it."""
     view = build_view(result, links)
     failed = [c.name for c in result.checks if c.status == "fail"]
     title = f"rlhf-canary: {result.verdict}" + (f" ({', '.join(failed)})" if failed else "")
     return {
         "title": title[:255],
-        "summary": render_view(view, "check-summary"),
-        "text": render_view(view, "check-text"),
+        "summary": render_view(view, "check-summary", templates),
+        "text": render_view(view, "check-text", templates),
     }
 
 
-def render_view(view: ReportView, kind: Kind) -> str:
+def render_view(view: ReportView, kind: Kind, templates: Templates | None = None) -> str:
     target = TARGETS[kind]
-    template = environment().get_template(target.template)
+    templates = templates or default_templates()
     for level in range(len(DROP_ORDER) + 1):
         note = Md(
             f"To fit {target.limit_name}, this report leaves out {_listed(DROP_ORDER[:level])}; "
             f"the full report is in {target.full_report}."
         )
-        out = template.render(v=view.degraded(level, note))
+        out = templates.render(target.template, v=view.degraded(level, note))
+        if kind == "comment":
+            out = marker_first(out, view.marker)
         if target.budget is None or target.measure(out) <= target.budget:
             return out
     return _cut(out, target)
@@ -116,26 +122,11 @@ def _listed(parts: tuple[str, ...]) -> str:
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def _finalize(value: object) -> str:
-    if isinstance(value, Md | markupsafe.Markup):  # Markup: a macro's output, already rendered from safe parts
-        return value
-    if isinstance(value, bool) or value is None:
-        raise TypeError(f"a template printed {value!r}: test it with `if`, do not print it")
-    if isinstance(value, int | str):
-        return text(value)
-    raise TypeError(f"a template printed a {type(value).__name__}: format it in the view model")
+def marker_first(body: str, marker: str) -> str:
+    """`body` with `marker` as its first line and no other sticky marker anywhere in it."""
+    rest = _ANY_MARKER.sub("", body).lstrip("\n")
+    return f"{marker}\n{rest}"
 
 
-@cache
-def environment() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("canary_action", "templates"),
-        undefined=jinja2.StrictUndefined,
-        # Autoescape on, so that macro output is Markup and passes; _finalize has already turned every other value
-        # into markdown-escaped Md (which declares __html__), so HTML escaping itself never applies.
-        autoescape=True,
-        finalize=_finalize,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
+# Ours, and every spelling GitHub would keep hidden as the same comment (any spacing or case).
+_ANY_MARKER: Final = re.compile(r"<!--\s*rlhf-canary:sticky:.*?-->[ \t]*\n?", re.IGNORECASE | re.DOTALL)

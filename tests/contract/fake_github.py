@@ -96,7 +96,8 @@ class FakeGitHub:
     Public state (read it in assertions; the `add_*` methods and requests change it):
     `check_runs` (full objects as GitHub returns them), `annotations` (check run id -> every annotation sent),
     `comments` (issue number -> comments, oldest first), `pulls` (number -> pull request), `workflow_runs`,
-    `artifacts`, `requests` and `blob_requests` (RecordedRequest), `violations` (contract breaches, as text).
+    `artifacts`, `merge_bases` (a head commit -> where it meets the default branch), `requests` and
+    `blob_requests` (RecordedRequest), `violations` (contract breaches, as text).
     Switches: `read_only` (every write -> 403, as with a fork's token) and `fail_next` (queued failures).
     `api_url` is what GITHUB_API_URL should be; `blob_url` the other host that artifact downloads redirect to.
     """
@@ -127,6 +128,7 @@ class FakeGitHub:
         self.pulls: dict[int, dict[str, Any]] = {}
         self.workflow_runs: list[dict[str, Any]] = []
         self.artifacts: list[dict[str, Any]] = []
+        self.merge_bases: dict[str, str] = {}
         self.requests: list[RecordedRequest] = []
         self.blob_requests: list[RecordedRequest] = []
         self.violations: list[str] = []
@@ -138,6 +140,7 @@ class FakeGitHub:
         self._handlers: dict[str, Callable[[_Call], _Reply]] = {
             "repos/get": lambda _: _Reply(200, self.repository),
             "actions/list-workflow-runs": self._list_runs,
+            "repos/compare-commits-with-basehead": self._compare,
             "actions/get-workflow-run": self._get_run,
             "actions/list-workflow-run-artifacts": self._list_artifacts,
             "actions/download-artifact": self._download_artifact,
@@ -243,6 +246,10 @@ class FakeGitHub:
         }
         self.pulls[number] = gh.pull_request(self.api_url, self.repository, head, fields)
         return self.pulls[number]
+
+    def add_merge_base(self, head_sha: str, merge_base: str) -> None:
+        """`head_sha` (a pull request's commit) branched off the default branch at `merge_base`: compare knows it."""
+        self.merge_bases[head_sha] = merge_base
 
     def add_comment(self, *, issue_number: int, body: str, user: str = "someone", user_type: str | None = None) -> int:
         """A comment already on the issue or pull request: someone else's, or (user="github-actions[bot]", typed
@@ -368,6 +375,26 @@ class FakeGitHub:
         runs = [self._without_pulls(run, q) for run in runs]
         page, headers = self._paginate(runs, call)
         return _Reply(200, {"total_count": len(runs), "workflow_runs": page}, headers)
+
+    def _compare(self, call: _Call) -> _Reply:
+        """BASE...HEAD for the default branch (or a commit) and a head whose merge base was added; else 404, as
+        GitHub answers for a commit it does not know or two histories without a common ancestor."""
+        base, _, head = call.params["basehead"].partition("...")
+        merge_base = self.merge_bases.get(head)
+        if merge_base is None or not (base == self.default_branch or re.fullmatch(r"[0-9a-f]{40}", base)):
+            return _Reply(404, {"message": "Not Found"})
+        base_sha = gh.sha(f"tip of {base}") if base == self.default_branch else base
+        return _Reply(
+            200,
+            gh.comparison(
+                self.api_url,
+                self.repository,
+                call.params["basehead"],
+                base_sha=base_sha,
+                merge_base_sha=merge_base,
+                head_sha=head,
+            ),
+        )
 
     def _get_run(self, call: _Call) -> _Reply:
         run = self._find(self.workflow_runs, int(call.params["run_id"]))

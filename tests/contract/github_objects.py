@@ -365,3 +365,54 @@ def issue_comment(
         "author_association": "NONE" if bot else "CONTRIBUTOR",
         "performed_via_github_app": actions_app(api) if bot else None,
     }
+
+
+def commit(api: str, repo: dict[str, Any], commit_sha: str, parents: list[str]) -> dict[str, Any]:
+    """A commit as the compare endpoint lists it (authored by Codertocat, committed through the web UI)."""
+    full_name = repo["full_name"]
+    url = f"{api}/repos/{full_name}/commits/{commit_sha}"
+    when = "2026-11-01T00:00:00Z"
+    return {
+        "sha": commit_sha,
+        "node_id": base64.b64encode(f"05:Commit{commit_sha}".encode()).decode(),
+        "url": url,
+        "html_url": f"{WEB}/{full_name}/commit/{commit_sha}",
+        "comments_url": f"{url}/comments",
+        "commit": {
+            "url": f"{api}/repos/{full_name}/git/commits/{commit_sha}",
+            "author": {"name": "Monalisa Octocat", "email": "mona@github.com", "date": when},
+            "committer": {"name": "GitHub", "email": "noreply@github.com", "date": when},
+            "message": "Update the canary",
+            "comment_count": 0,
+            "tree": {"sha": sha("tree" + commit_sha), "url": f"{api}/repos/{full_name}/git/trees/{commit_sha}"},
+        },
+        "author": user(api, "Codertocat"),
+        "committer": user(api, "Codertocat"),
+        "parents": [
+            {"sha": p, "url": f"{api}/repos/{full_name}/commits/{p}", "html_url": f"{WEB}/{full_name}/commit/{p}"}
+            for p in parents
+        ],
+    }
+
+
+def comparison(
+    api: str, repo: dict[str, Any], basehead: str, *, base_sha: str, merge_base_sha: str, head_sha: str
+) -> dict[str, Any]:
+    """GET compare/BASE...HEAD: the head one commit past the merge base, the base `behind_by` it unless equal."""
+    full_name = repo["full_name"]
+    behind = 0 if base_sha == merge_base_sha else 1
+    return {
+        "url": f"{api}/repos/{full_name}/compare/{basehead}",
+        "html_url": f"{WEB}/{full_name}/compare/{basehead}",
+        "permalink_url": f"{WEB}/{full_name}/compare/{full_name.split('/')[0]}:{base_sha[:7]}...{head_sha[:7]}",
+        "diff_url": f"{WEB}/{full_name}/compare/{basehead}.diff",
+        "patch_url": f"{WEB}/{full_name}/compare/{basehead}.patch",
+        "base_commit": commit(api, repo, base_sha, [merge_base_sha] if behind else []),
+        "merge_base_commit": commit(api, repo, merge_base_sha, []),
+        "status": "diverged" if behind else "ahead",
+        "ahead_by": 1,
+        "behind_by": behind,
+        "total_commits": 1,
+        "commits": [commit(api, repo, head_sha, [merge_base_sha])],
+        "files": [],
+    }

@@ -378,24 +378,33 @@ def test_light_commands_do_not_import_torch(tmp_path: Path) -> None:
 def test_version_and_help() -> None:
     assert "rlhf-canary" in canary("--version").stdout
     help_text = canary("--help").stdout
-    for command in ("env", "run", "pair", "compare", "report", "init-config", "save-baseline", "schema"):
+    for command in ("env", "run", "pair", "compare", "report", "gh-report", "init-config", "save-baseline", "schema"):
         assert command in help_text
 
 
 def test_the_command_line_is_frozen() -> None:
     """Every command and flag (a public surface: workflows call them). A change here is a release note."""
     surface = {
-        name: sorted(opt for param in command.params for opt in (param.opts if param.opts else [param.name or ""]))
+        name: sorted(
+            opt
+            for param in command.params  # secondary_opts: the off switch of a --x/--no-x flag
+            for opt in ([*param.opts, *param.secondary_opts] if param.opts else [param.name or ""])
+        )
         for name, command in sorted(cli.commands.items())
     }
     assert surface == {
+        # --format (terminal|markdown): issue 15 item 14; --templates: item 17
         "compare": sorted(["current", "baselines", "--threshold-tier", "--threshold-file", "--allow-change", "--json",
-                           "-o", "--output"]),
+                           "--format", "-o", "--output", "--templates"]),
         "env": ["--json"],
+        # rlhf-canary 0.1's gh-report (issue 15 item 2): its flags, and --comment-mode as the action's `comment`
+        "gh-report": sorted(["current", "baselines", "--threshold-tier", "--threshold-file", "--post-comment",
+                             "--no-comment", "--update-status", "--no-status", "--comment-mode", "-o", "--output",
+                             "--templates"]),
         "init-config": sorted(["out", "--type", "--tier", "--builtin", "--force"]),  # --builtin: issue 15 item 5
         "pair": sorted(["config", "--base", "--head", "-o", "--output-dir", "--set", "--chunk-steps", "--seed",
                         "--cpus", "--setup", "--baseline", "--threshold-tier", "--threshold-file", "--json"]),
-        "report": sorted(["result_file", "--format", "-o", "--output", "--repo", "--pr"]),
+        "report": sorted(["result_file", "--format", "-o", "--output", "--repo", "--pr", "--templates"]),
         "run": sorted(["config", "-o", "--output-dir", "--set"]),
         "save-baseline": sorted(["metrics", "dest"]),
         "schema": ["--config", "--result"],

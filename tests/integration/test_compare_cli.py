@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,8 +42,11 @@ def baselines(tmp_path: Path) -> Path:
 def test_a_like_run_passes_with_exit_0(tmp_path: Path, baselines: Path) -> None:
     result = canary("compare", save(tmp_path / "cur.json", 1), baselines)
     assert result.returncode == 0, result.stderr
-    assert "### ✅ rlhf-canary **pass** — `sft-smoke`" in result.stdout
-    assert "| step\\_time |" in result.stdout
+    assert result.stdout.startswith("rlhf-canary PASS — sft-smoke\n")
+    assert re.search(r"(?m)^step_time +pass ", result.stdout)
+    markdown = canary("compare", save(tmp_path / "cur.json", 1), baselines, "--format", "markdown")
+    assert "### ✅ rlhf-canary **pass** — `sft-smoke`" in markdown.stdout
+    assert "| step\\_time |" in markdown.stdout
 
 
 def test_a_slowdown_exits_1_and_names_the_check(tmp_path: Path, baselines: Path) -> None:
@@ -223,6 +227,6 @@ def test_a_t4_0_1_baseline_against_a_cpu_run_is_not_comparable_and_exits_0(tmp_p
     current = save(tmp_path / "cur.json", 1, config=same_workload, env=cpu, workload={"device": "cpu", "dtype": "fp32"})
     result = canary("compare", current, t4)
     assert result.returncode == 0, result.stderr
-    assert "rlhf-canary **neutral**" in result.stdout
+    assert "rlhf-canary NEUTRAL" in result.stdout
     assert "not comparable with the baseline (device cuda → cpu)" in result.stdout
-    assert "| step\\_time | — | — | — | — | not-comparable |" in result.stdout
+    assert re.search(r"(?m)^step_time +not-comparable +— +— +— +—$", result.stdout)

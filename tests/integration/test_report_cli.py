@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import re
 import shutil
 import subprocess
 import sys
@@ -15,13 +17,14 @@ from typing import Final
 import pytest
 
 from canary_action.report.render import Kind, check_output, render
+from canary_action.report.terminal import render_terminal
 from canary_action.report.view import Links
 from tests.integration.test_cli import ROOT, canary
 from tests.integration.test_compare_cli import save
 from tests.report_cases import failing
 
 BAD: Final = ROOT / "tests" / "fixtures" / "reports" / "bad"
-TEMPLATES: Final = sorted(p.name for p in (ROOT / "canary_action" / "templates").glob("*.j2"))
+TEMPLATES: Final = sorted(p.name for p in (ROOT / "templates").glob("*.j2"))
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +65,19 @@ def test_output_file(result_file: Path, tmp_path: Path) -> None:
 
 
 def test_report_of_compare_json_is_what_compare_prints(tmp_path: Path) -> None:
+    """In each form: compare prints the terminal form, and GitHub markdown with --format markdown or into -o; report
+    prints markdown into a pipe (the default away from a terminal), and the terminal form when asked."""
     baseline = save(tmp_path / "base.json", 100)
     current = save(tmp_path / "cur.json", 1, step_time_s=0.13)
-    as_markdown = canary("compare", current, baseline)
+    as_terminal = canary("compare", current, baseline)
+    as_markdown = canary("compare", current, baseline, "--format", "markdown")
+    canary("compare", current, baseline, "-o", tmp_path / "report.md")
     canary("compare", current, baseline, "--json", "-o", tmp_path / "result.json")
     assert canary("report", tmp_path / "result.json").stdout == as_markdown.stdout
+    assert canary("report", tmp_path / "result.json", "--format", "terminal").stdout == as_terminal.stdout
+    assert (tmp_path / "report.md").read_text(encoding="utf-8") == as_markdown.stdout
+    assert as_terminal.stdout.startswith("rlhf-canary REGRESSION — sft-smoke\n")
+    assert as_markdown.stdout.startswith("### ❌ rlhf-canary **regression** — `sft-smoke`\n")
 
 
 @pytest.mark.parametrize(
@@ -156,7 +167,8 @@ def test_report_imports_no_training_stack(result_file: Path) -> None:
 def test_an_installed_wheel_carries_the_templates(result_file: Path, tmp_path: Path) -> None:
     """Built and installed like a user's `pip install` (not editable), the package renders from its own copy."""
     source = tmp_path / "src"  # a copy, so that the build writes nothing into the working tree
-    shutil.copytree(ROOT / "canary_action", source / "canary_action", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("canary_action", "templates"):  # what the Dockerfile copies to build the package
+        shutil.copytree(ROOT / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1"}
@@ -185,3 +197,106 @@ def test_an_installed_wheel_carries_the_templates(result_file: Path, tmp_path: P
     assert done.returncode == 0, done.stderr
     assert done.stderr.startswith(str(site / "canary_action" / "__init__.py"))
     assert done.stdout == render(failing(), "comment")
+    shutil.rmtree(source / "templates")  # the installed copy renders from its own templates, not the checkout's
+    again = subprocess.run(
+        [sys.executable, "-c", code, "report", str(result_file), "--format", "summary"],
+        capture_output=True, text=True, cwd=elsewhere, env={**env, "PYTHONPATH": str(site)}, check=False,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == render(failing(), "summary")
+
+
+# --- the terminal form and colour (issue 15 item 14) ----------------------------------------------------------------
+
+ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def canary_env(*args: str | Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """canary with FORCE_COLOR and NO_COLOR as given (and otherwise unset, whatever the test's own shell has)."""
+    clean = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    command = [sys.executable, "-c", "from canary_action.cli import main; main()", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, env={**clean, **env}, timeout=120, check=False)
+
+
+def test_the_terminal_form_has_no_colour_into_a_pipe_and_colour_when_forced(result_file: Path) -> None:
+    piped = canary_env("report", result_file, "--format", "terminal")
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == render_terminal(failing())
+    assert "\x1b[" not in piped.stdout
+    assert "\\_" not in piped.stdout
+    forced = canary_env("report", result_file, "--format", "terminal", FORCE_COLOR="1")
+    assert ANSI.search(forced.stdout)
+    assert ANSI.sub("", forced.stdout) == piped.stdout
+    assert "\x1b[" not in canary_env("report", result_file, "--format", "terminal", NO_COLOR="1").stdout
+    written = result_file.parent / "terminal.txt"
+    canary_env("report", result_file, "--format", "terminal", "-o", written, FORCE_COLOR="1")
+    assert written.read_text(encoding="utf-8") == piped.stdout  # a file never gets colour codes
+
+
+def test_on_a_terminal_report_defaults_to_the_terminal_form_in_colour(result_file: Path) -> None:
+    leader, follower = pty.openpty()
+    clean = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
+    command = [sys.executable, "-c", "from canary_action.cli import main; main()", "report", str(result_file)]
+    with subprocess.Popen(command, stdout=follower, stderr=subprocess.PIPE, env=clean) as process:
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed its end
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert process.wait(timeout=60) == 0
+    os.close(leader)
+    shown = b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+    assert ANSI.search(shown)
+    assert ANSI.sub("", shown) == render_terminal(failing())
+
+
+# --- a team's own templates (issue 15 item 17) ------------------------------------------------------------------------
+
+
+def test_templates_shape_every_github_format(result_file: Path, tmp_path: Path) -> None:
+    team = tmp_path / "team"
+    team.mkdir()
+    (team / "pr_comment.md.j2").write_text("Team says: {{ v.title }}\n", encoding="utf-8")
+    (team / "compare.md.j2").write_text("Team compare: {{ v.counts }}\n", encoding="utf-8")
+    comment = canary("report", result_file, "--format", "comment", "--templates", team)
+    assert comment.returncode == 0, comment.stderr
+    title = "❌ rlhf-canary **regression** — `sft-smoke`"
+    assert comment.stdout == f"<!-- rlhf-canary:sticky:sft-smoke -->\nTeam says: {title}\n"
+    assert canary("report", result_file, "--templates", team).stdout.startswith("Team compare: 1 failed")
+    check = json.loads(canary("report", result_file, "--format", "check", "--templates", team).stdout)
+    assert check == check_output(failing())  # the check run's templates were not replaced
+    baseline = save(tmp_path / "base.json", 100)
+    current = save(tmp_path / "cur.json", 1, step_time_s=0.13)
+    compared = canary("compare", current, baseline, "--templates", team)  # --templates: markdown by default
+    assert compared.returncode == 1
+    assert compared.stdout.startswith("Team compare: 1 failed")
+
+
+@pytest.mark.parametrize(
+    ("files", "args", "expected"),
+    [
+        ({"pr_comment.md.j2": "{% if %}"}, ["--format", "comment"], "pr_comment.md.j2 line 1: TemplateSyntaxError"),
+        ({"pr_comment.md.j2": "{{ v.nope }}"}, ["--format", "comment"], "has no attribute 'nope'"),
+        ({"pr_comment.md.j2": "{{ v.title|safe }}"}, ["--format", "comment"], "No filter named 'safe'"),
+        ({"pr-comment.md.j2": "x"}, [], "did you mean pr_comment.md.j2?"),
+        ({"pr_comment.md.j2": "x"}, ["--format", "terminal"], "the terminal format uses no template"),
+    ],
+)
+def test_a_bad_template_exits_2_naming_the_file_and_the_fix(
+    result_file: Path, tmp_path: Path, files: dict[str, str], args: list[str], expected: str
+) -> None:
+    team = tmp_path / "team"
+    team.mkdir()
+    for name, body in files.items():
+        (team / name).write_text(body, encoding="utf-8")
+    done = canary("report", result_file, "--templates", team, *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert expected in done.stderr
+    assert done.stderr.count("fix:") == 1
+    assert "Traceback" not in done.stderr
+    assert done.stdout == ""

@@ -95,3 +95,42 @@ def test_the_token_never_shows_in_the_object() -> None:
     assert "ghs_secret123" not in str(inputs.model_dump())
     assert inputs.github_token is not None
     assert inputs.github_token.get_secret_value() == "ghs_secret123"
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ("nightly.yml", ".github/workflows/nightly.yml"),
+        (".github/workflows/nightly.yml", ".github/workflows/nightly.yml"),
+        (" perf_nightly-2.yaml ", ".github/workflows/perf_nightly-2.yaml"),
+        ("", None),
+    ],
+)
+def test_baseline_workflow_takes_a_file_name_or_its_path(given: str, kept: str | None) -> None:
+    inputs, _ = read_inputs({"INPUT_BASELINE-WORKFLOW": given})
+    assert inputs.baseline_workflow == kept
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        "https://github.com/o/r/blob/main/.github/workflows/nightly.yml",
+        "o/r/.github/workflows/nightly.yml@refs/heads/main",
+        "../nightly.yml",
+        ".github/workflows/../nightly.yml",
+        "night..ly.yml",
+        ".github/workflows/sub/nightly.yml",
+        "/etc/nightly.yml",
+        "nightly",
+        "nightly.yml.txt",
+        ".nightly.yml",
+        "night ly.yml",
+    ],
+)
+def test_baseline_workflow_refuses_anything_but_a_workflow_file(given: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        read_inputs({"INPUT_BASELINE_WORKFLOW": given})
+    message = caught.value.render()
+    assert "baseline-workflow: " in message
+    assert "give its file name (nightly.yml) or its path (.github/workflows/nightly.yml)" in message
+    assert "fix: correct the `with:` block" in message

@@ -135,6 +135,22 @@ def test_the_dockerfile_agrees_with_the_repository() -> None:
     assert checks.image_env_problems(DOCKERFILE) == []
     assert checks.python_problems(DOCKERFILE, LOCK_SCRIPT) == []
     assert checks.context_problems(DOCKERFILE, ROOT / ".dockerignore", ROOT) == []
+    assert checks.package_source_problems(DOCKERFILE, PYPROJECT) == []
+
+
+def test_a_dockerfile_that_leaves_out_the_templates_is_found(tmp_path: Path) -> None:
+    """Issue 15 item 17: templates/ is a top-level folder the wheel maps into the package; the image must copy it."""
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    without = tmp_path / "Dockerfile"
+    without.write_text(re.sub(r"(?m)^COPY templates/ .*\n", "", text), encoding="utf-8")
+    assert without.read_text(encoding="utf-8") != text
+    problems = checks.package_source_problems(without, PYPROJECT)
+    assert len(problems) == 1
+    found(problems, "templates/ is never copied to /opt/rlhf-canary/src/templates/")
+    late = tmp_path / "late.Dockerfile"
+    moved = re.sub(r"(?m)^COPY templates/ .*\n", "", text) + "COPY templates/ /opt/rlhf-canary/src/templates/\n"
+    late.write_text(moved, encoding="utf-8")
+    found(checks.package_source_problems(late, PYPROJECT), "templates/ is copied after the package is installed")
 
 
 @pytest.mark.parametrize(
@@ -177,7 +193,7 @@ def test_the_dockerignore_keeps_the_heavy_and_private_folders_out() -> None:
     patterns = checks.read_dockerignore(ROOT / ".dockerignore")
     for path in (".git/config", ".venv/bin/python", "runs/x/metrics.json", "tests/conftest.py", "canary_action/x.pyc"):
         assert checks.is_ignored(path, patterns), path
-    for path in ("pyproject.toml", "canary_action/templates/check_summary.md.j2", "entrypoint/main.py"):
+    for path in ("pyproject.toml", "templates/check_summary.md.j2", "canary_action/cli.py", "entrypoint/main.py"):
         assert not checks.is_ignored(path, patterns), path
 
 

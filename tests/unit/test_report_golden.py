@@ -17,6 +17,7 @@ import pytest
 
 from canary_action.compare.result import CompareResult
 from canary_action.report.render import TARGETS, Kind, check_output, render
+from canary_action.report.terminal import render_terminal
 from tests import gfm
 from tests.report_cases import CASES, LINKS
 
@@ -51,8 +52,19 @@ def test_every_table_parses_with_its_header_width(results: dict[str, CompareResu
     assert gfm.table_problems(out) == []
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_the_terminal_form_matches_its_golden_file(results: dict[str, CompareResult], case: str) -> None:
+    """Issue 15 item 14: what `canary compare` prints, uncoloured (as into a pipe or a file)."""
+    out = render_terminal(results[case], LINKS)
+    golden = GOLDEN / case / "terminal.txt"
+    if UPDATE:
+        golden.write_text(out, encoding="utf-8")
+    assert out == golden.read_text(encoding="utf-8"), f"{golden} differs: run with UPDATE_GOLDENS=1 and review the diff"
+
+
 def test_no_golden_file_is_left_over() -> None:
     expected = {GOLDEN / case / f"{kind}.md" for case in CASES for kind in KINDS}
+    expected |= {GOLDEN / case / "terminal.txt" for case in CASES}
     assert set(GOLDEN.glob("*/*")) == expected
 
 

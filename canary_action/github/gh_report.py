@@ -1,0 +1,157 @@
+"""`canary gh-report` (rlhf-canary 0.1's command): publish a comparison on GitHub from any workflow step — a job
+`container:`, a wrapper around other tooling — without the action. What the action's mode run does after it has
+trained, through the same parts: the runner's variables and event payload as the action reads them
+(inputs.read_runner, context.event_context), the same client, Step's publishing (check run, sticky comment,
+refusals degraded to warnings) and Step's exit code.
+
+    compare (as `canary compare`) ──► the job summary and -o FILE ──► check run + sticky comment
+
+Written before anything is posted, so GitHub failing loses nothing. Where it posts:
+
+- a pull request (pull_request, pull_request_target, a workflow_run that lists one): the check run on the event's
+  head commit (never the merge commit GITHUB_SHA is on a pull_request), and the sticky comment while the pull
+  request's head is still that commit (a newer commit's run comments instead);
+- any other event (push, schedule, workflow_dispatch): the check run on the event's commit, no comment;
+- a fork's pull_request: its token is read-only, so nothing is posted, and a notice says how to publish instead;
+- no token (GITHUB_TOKEN, GH_TOKEN: never a flag, a command line shows in `ps`): a warning, nothing posted.
+
+Exit codes are the action's: 0 pass or neutral, 1 regression, 2 bad input (files, flags, not inside a workflow),
+3 a crashed run or GitHub failing (unreachable, a 5xx after the retries, a 401 bad token) — a regression stays 1
+then. A refused write (403/404: the token lacks `checks: write` or `pull-requests: write`) is a warning naming the
+permission, and the exit code stays the comparison's, as in the action.
+
+The token is not masked with `::add-mask::` as the action masks its input: the runner already masks
+`github.token` and secrets, and outside GitHub's runner such a line would print the token itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TextIO
+
+from canary_action.config.thresholds import Tier
+from canary_action.errors import GitHubError
+
+if TYPE_CHECKING:
+    from canary_action.compare.result import CompareResult
+    from canary_action.github.step import Step
+    from canary_action.report.view import Links
+
+CommentWhen = Literal["always", "on-change", "on-failure"]
+PERMISSIONS_FIX = (
+    "give the step `env: GITHUB_TOKEN: ${{ github.token }}` and the job `permissions: pull-requests: write, "
+    "checks: write`"
+)
+
+
+@dataclass(frozen=True)
+class GhReportRequest:
+    """The command line of `canary gh-report`."""
+
+    current: Path
+    baselines: tuple[Path, ...]
+    tier: Tier = "default"
+    threshold_file: Path | None = None
+    post_comment: bool = True
+    update_status: bool = True
+    """The check run (0.1 posted a commit status; a check run carries the report)."""
+    comment_mode: CommentWhen = "always"
+    output: Path | None = None
+    templates: Path | None = None
+    """A team's report templates (docs/report.md, 'Your own templates'); None: ours."""
+
+
+def gh_report(
+    request: GhReportRequest, env: Mapping[str, str], out: TextIO, *, sleep: Callable[[float], None] = time.sleep
+) -> int:
+    """Compare, write the report, publish; returns the exit code. CanaryError for bad input (nothing posted)."""
+    from canary_action.compare.command import run_compare
+    from canary_action.destinations import write_output
+    from canary_action.github.client import GitHubClient
+    from canary_action.github.commands import Log, append_summary
+    from canary_action.github.context import event_context
+    from canary_action.github.inputs import ActionInputs, read_runner, read_token
+    from canary_action.github.step import Step
+    from canary_action.report.escape import one_line
+    from canary_action.report.render import render
+    from canary_action.report.templates import load_templates
+    from canary_action.report.view import Links
+
+    templates = load_templates(request.templates) if request.templates is not None else None  # errors: exit 2
+    runner = read_runner(env)  # before comparing: outside a workflow this is `canary compare`'s job
+    inputs = ActionInputs(tier=request.tier, comment=request.comment_mode if request.post_comment else "never")
+    token = read_token(env)
+    step = Step(
+        inputs, runner, event_context(runner, inputs), GitHubClient(runner.api_url, token, sleep=sleep), Log(out)
+    )
+    step.templates = templates
+    result = run_compare(
+        request.current, list(request.baselines), tier=request.tier, threshold_file=request.threshold_file
+    )
+    links = Links(workflow_run=step.run_url())
+    append_summary(runner.summary_path, render(result, "summary", links, templates))
+    if request.output is not None:
+        write_output(request.output, render(result, "markdown", links, templates), flag="-o")
+    # The measured files may come from a pull request's code: their text is printed with commands off.
+    step.log.untrusted(f"rlhf-canary {result.verdict}: {one_line(result.reason, 500)}")
+    if runner.summary_path is None:
+        step.log.line("GITHUB_STEP_SUMMARY is unset: no job summary written")
+    if request.output is not None:
+        step.log.line(f"wrote {request.output}")
+    if request.post_comment or request.update_status:
+        _publish(step, result, links, token is not None, request)
+    for output, what in (("check-run-url", "check run"), ("comment-url", "comment")):
+        if step.outputs.get(output):
+            step.log.line(f"{what}: {step.outputs[output]}")
+    return step.exit_code(result.verdict)
+
+
+def _publish(step: Step, result: CompareResult, links: Links, has_token: bool, request: GhReportRequest) -> None:
+    from canary_action.github.context import PR_EVENTS
+    from canary_action.github.step import Target
+
+    ctx, log = step.ctx, step.log
+    if not has_token:
+        log.annotate(
+            "warning",
+            f"GITHUB_TOKEN and GH_TOKEN are unset, so nothing is posted (the report is in the job summary): "
+            f"{PERMISSIONS_FIX}",
+            title="rlhf-canary gh-report: no token",
+        )
+        return
+    if ctx.event == "pull_request" and ctx.is_fork:
+        log.annotate(
+            "notice",
+            "pull request from a fork: its GITHUB_TOKEN is read-only, so nothing is posted (the report is in the "
+            "job summary). To report on fork pull requests, upload the results and publish them from a "
+            "workflow_run job: the action's mode report (docs/examples/pr-canary.yml)",
+            title="rlhf-canary gh-report: fork pull request",
+        )
+        return
+    if ctx.head_sha is None:
+        log.annotate(
+            "warning",
+            f"the {ctx.event} event's payload (GITHUB_EVENT_PATH) names no commit: nothing is posted",
+            title="rlhf-canary gh-report: not published",
+        )
+        return
+    name = result.current.config_name
+    if request.update_status:
+        step.publish_check(result, links, ctx.head_sha, None, [], config_name=name)
+    if not request.post_comment:
+        return
+    if ctx.pr_number is None:
+        why = "not a pull request" if ctx.event not in PR_EVENTS else "the event payload names no pull request"
+        log.line(f"{ctx.event} event, {why}: no comment")
+        return
+    target = Target(ctx.pr_number, ctx.head_sha)
+    try:
+        still_head = step.still_head(target)
+    except GitHubError as e:
+        step.degrade(e, "read the pull request")
+        return
+    if still_head:
+        step.publish_comment(result, links, target.pr_number, config_name=name)
