@@ -28,6 +28,7 @@ from canary_action.compare.effects import config_clues, distributed_clues, env_c
 from canary_action.compare.rank_clues import communication_clues
 from canary_action.compare.result import Change, Check, OpChange, Suspect, SuspectCategory
 from canary_action.compare.runs import RunData
+from canary_action.config.schema import ProfilerConfig
 
 MAX_SUSPECTS: Final = 5
 MAX_CONFIDENCE: Final = 0.95
@@ -111,7 +112,30 @@ def rank_suspects(  # noqa: PLR0917 - the verdict passes the runs, the checks an
             CATEGORY_ORDER.index(s.category),
         )
     )
-    return suspects[:MAX_SUSPECTS]
+    window = _fitting_window(current)
+    return [_with_window(s, window) for s in suspects[:MAX_SUSPECTS]]
+
+
+_PROFILE: Final = "profiler.enabled: true"
+
+
+def _fitting_window(current: RunData) -> str:
+    """`profiler.enabled: true`, plus a window inside the run when the default one (steps 50-69) would end past
+    it: a config whose window ends after max_steps is refused, so the bare advice would lead to an error."""
+    fields = ProfilerConfig.model_fields
+    start, num = fields["start_step"].default, fields["num_steps"].default
+    max_steps = current.config.get("max_steps")
+    if not isinstance(max_steps, int) or max_steps >= start + num - 1:
+        return _PROFILE
+    fitted = max(1, min(num, max_steps // 4))
+    return f"{_PROFILE}, profiler.start_step: {max_steps - fitted + 1}, profiler.num_steps: {fitted}"
+
+
+def _with_window(suspect: Suspect, window: str) -> Suspect:
+    if window == _PROFILE:
+        return suspect
+    steps = [step.replace(_PROFILE, window) for step in suspect.next_steps]
+    return suspect.model_copy(update={"next_steps": steps})
 
 
 def _breakdown_delta(current: RunData, baselines: Sequence[RunData]) -> BreakdownDelta | None:

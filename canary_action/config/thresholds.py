@@ -37,7 +37,7 @@ ConfidenceLevel = Annotated[float, NOT_A_BOOL, AfterValidator(_a_level)]
 
 
 class Thresholds(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     # rlhf-canary 0.1's keys, same meaning.
     max_step_time_increase_pct: Number = Field(ge=0, description="Fail when steady-state step time grows more (%).")
@@ -90,7 +90,7 @@ class Thresholds(BaseModel):
 class ThresholdOverrides(BaseModel):
     """Any subset of the threshold keys; unknown keys are rejected."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     max_step_time_increase_pct: Number | None = Field(None, ge=0)
     max_tps_drop_pct: Number | None = Field(None, ge=0)

@@ -605,6 +605,15 @@ def test_a_threshold_file_refuses_a_boolean_count(tmp_path: Path) -> None:
     assert "nan_steps_allowed: expected an integer, got true (line 1)" in rendered_error_thresholds(path)
 
 
+def test_a_threshold_of_inf_is_refused_in_a_file_and_in_a_config_block(tmp_path: Path) -> None:
+    """An infinite limit would reach metrics.json (the config's block) and the result, which hold finite numbers
+    only: the run would be lost at its last write. A large number says "never fail" instead."""
+    path = write(tmp_path, "max_step_time_increase_pct: .inf\n", "thresholds.yaml")
+    assert "max_step_time_increase_pct: expected a finite number, got inf (line 1)" in rendered_error_thresholds(path)
+    error = parse_error({**MINIMAL, "thresholds": {"max_mem_increase_mb": float("inf")}})
+    assert error.errors == ["thresholds.max_mem_increase_mb: expected a finite number, got inf"]
+
+
 # --- threshold files and the merge order --------------------------------------------------------------------
 
 

@@ -13,6 +13,7 @@ from canary_action.compare.diff import config_changes, env_changes, op_changes
 from canary_action.compare.result import Check, CheckGroup, CheckStatus, Suspect
 from canary_action.compare.runs import RunData, from_metrics
 from canary_action.compare.suspects import MAX_SUSPECTS, rank_suspects
+from canary_action.config.load import parse_config
 from canary_action.metrics import schema
 from canary_action.metrics.schema import NonFiniteEvent, ProfiledOp, ProfilerSummary, Stability
 from tests.factories import make_metrics, make_series
@@ -295,3 +296,18 @@ def test_a_changed_gpu_count_points_at_communication() -> None:
     suspects = rank(current, baselines, SLOW)
     communication = find(suspects, "communication")
     assert {"gpu_count 1 → 2", "nccl 2.27.3 → 2.28.1"} <= set(communication.evidence)
+
+
+@pytest.mark.parametrize(("max_steps", "advice"), [
+    (100, "rerun with profiler.enabled: true to see which ops slowed"),
+    (50, "rerun with profiler.enabled: true, profiler.start_step: 39, profiler.num_steps: 12 to see which ops slowed"),
+])  # fmt: skip
+def test_the_profiler_advice_fits_its_window_in_the_run(max_steps: int, advice: str) -> None:
+    """A config whose window ends past max_steps is refused: the advice must not lead there."""
+    baselines = [dataclasses.replace(b, config={**b.config, "max_steps": max_steps}) for b in BASELINES]
+    suspects = rank(run(4, config={"max_steps": max_steps}), baselines, [check("step_time", unit="s")])
+    assert advice in suspects[0].next_steps
+    if max_steps < 69:
+        data = {"name": "t", "training_type": "dpo", "max_steps": max_steps,
+                "profiler": {"enabled": True, "start_step": 39, "num_steps": 12}}  # fmt: skip
+        assert parse_config(data, source="advice").config.profiler.enabled  # the advice loads
