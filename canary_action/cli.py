@@ -331,6 +331,8 @@ def pair_command(  # click passes options as keywords
     from canary_action.compare.command import run_compare
     from canary_action.train.launch.pair import run_pair
 
+    if setup is None:  # both sides train with this interpreter (with --setup, each in the environment it installs)
+        _require_training_stack()
     if output_dir is not None:
         output_folder(output_dir, flag="-o")
     outcome = run_pair(

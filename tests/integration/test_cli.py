@@ -350,6 +350,17 @@ def test_run_without_the_train_extra_exits_2_naming_it(how: str, tmp_path: Path)
         assert "no torch._C\n" in done.stderr
 
 
+def test_pair_without_the_train_extra_exits_2_naming_it(tmp_path: Path) -> None:
+    out = tmp_path / "pairs"
+    args = ["pair", "configs/tiny/dpo.yaml", "--base", str(ROOT), "--head", str(ROOT), "-o", str(out)]
+    command = [sys.executable, "-c", WITHOUT_TRAINING, "absent", *args]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "pip install 'rlhf-canary[train]'" in done.stderr
+    assert not out.exists()
+
+
 def test_the_training_stack_checked_is_the_train_extra() -> None:
     import tomllib
 
