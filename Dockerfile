@@ -1,8 +1,8 @@
 # The runner image of the rlhf-canary Docker action (docs/image.md): a CUDA userland, CPython 3.12, the training
 # stack of requirements/image.lock (hash-checked), this package, and the action's entrypoint.
 #
-#   docker build --build-arg VERSION=0.1.0 --build-arg REVISION="$(git rev-parse HEAD)" \
-#       -t ghcr.io/rlhf-canary/rlhf-canary:0.1.0 .
+#   docker build --build-arg VERSION=1.0.0.dev0 --build-arg REVISION="$(git rev-parse HEAD)" \
+#       -t ghcr.io/rlhf-canary/rlhf-canary:1.0.0.dev0 .
 #
 # CUDA 13.0 because PyPI's torch 2.13.0 Linux x86_64 wheel is built for it (it requires cuda-toolkit 13.0.3 and
 # nvidia-cudnn-cu13 9.20). That wheel brings its own CUDA runtime, cuBLAS, cuDNN and NCCL as nvidia-* wheels (in the

@@ -115,7 +115,7 @@ def test_0_1s_repo_and_pr_flags_link_the_report_to_the_pull_request(result_file:
     assert "/pull/" not in repository.stdout
     out = tmp_path / "comment.md"
     written = canary("report", result_file, "--repo", "octo-org/my-repo", "--pr", "123", "-o", out)
-    assert "markdown of regression for octo-org/my-repo#123" in written.stderr
+    assert "markdown report for octo-org/my-repo#123, verdict regression" in written.stderr
     assert pull in out.read_text(encoding="utf-8")
 
 
