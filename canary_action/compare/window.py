@@ -5,7 +5,9 @@ one, 11 in the next. Judged on their own windows, two runs would compare differe
 batches: tokens per step would then differ, and tokens/s be judged as if the workload had changed). So the
 comparison takes the longest of the runs' cuts for all of them, then caps it so that `min_step_count` steady
 steps remain in every run (the profiler window counted): automatic detection may trim warm-up, never make a
-run unjudgeable. A cut a user fixed (metrics_warmup_steps: N) is kept as it is.
+run unjudgeable. The cap never goes below step 1 (compile, allocator) nor below a cut a user fixed
+(metrics_warmup_steps: N, kept as it is); a run too short to keep `min_step_count` steady steps even then is
+said to be so, in the same count the perf checks use.
 """
 
 from __future__ import annotations
@@ -35,11 +37,28 @@ def common_warmup(runs: Sequence[RunData], min_steps: int) -> Warmup | None:
     of_runs = "the run" if len(timed) == 1 else f"the {len(timed)} runs"
     note = f"{_steps(cut)} of every run left out: the longest warm-up detected in {of_runs} ({detected})"
     if longest > cut:
-        note += (
-            f", capped so that min_step_count ({min_steps}) steady steps remain in every run (steps "
-            f"{cut + 1}-{longest}, detected as warm-up, are judged)"
-        )
+        note += _capped(timed, cut, longest, min_steps, fixed)
     return Warmup(steps=cut, method="auto", note=note)
+
+
+def _capped(timed: Sequence[RunData], cut: int, longest: int, min_steps: int, fixed: int) -> str:
+    """Why the cut stops short of the longest detected warm-up, with steady steps counted as the checks count
+    them (timed, outside the profiler window)."""
+    kept = min(sum(1 for i in timed_rows(r) if i >= cut) for r in timed)
+    shortest = "the run" if len(timed) == 1 else "the shortest run"
+    span = (
+        f"step {longest}, detected as warm-up, is"
+        if longest == cut + 1
+        else f"steps {cut + 1}-{longest}, detected as warm-up, are"
+    )
+    if kept >= min_steps:
+        return f", capped so that min_step_count ({min_steps}) steady steps remain in every run ({span} judged)"
+    # Too short even at the least cut: the cap keeps what it can, and says it fell short.
+    floor = f"the fixed metrics_warmup_steps ({fixed})" if fixed == cut and fixed > 1 else "the 1-step minimum"
+    return (
+        f", cut back to {floor}; even so {shortest} keeps only {kept} steady steps, fewer than "
+        f"min_step_count ({min_steps}) ({span} kept)"
+    )
 
 
 def _room(run: RunData, min_steps: int) -> int:

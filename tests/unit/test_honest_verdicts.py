@@ -74,6 +74,28 @@ def test_automatic_warm_up_never_leaves_a_run_unjudgeable() -> None:
     assert "capped so that min_step_count (20) steady steps remain" in result.warmup.note
 
 
+def test_the_warm_up_note_never_promises_steady_steps_a_run_cannot_keep() -> None:
+    # A 50-step run in the perf tier (min_step_count 50) keeps 49 steps after step 1, the least cut. The note said
+    # "capped so that min_step_count (50) steady steps remain" next to "49 steady-state steps, fewer than 50".
+    slow_start = [0.3 if s <= 5 else 0.1 for s in range(1, 51)]
+    current = run(1, num_steps=50, series={schema.STEP_TIME_S: slow_start})
+    assert current.warmup_steps > 1
+    result = compare(current, history(3, num_steps=50), TIERS["perf"], tier="perf")
+    assert result.warmup is not None
+    assert result.warmup.steps == 1
+    assert "steady steps remain" not in result.warmup.note
+    assert "cut back to the 1-step minimum" in result.warmup.note
+    assert "keeps only 49 steady steps, fewer than min_step_count (50)" in result.warmup.note
+    assert "49 steady-state steps, fewer than min_step_count (50)" in by_name(result)["step_time"].message
+    # One more step is enough: the cap then keeps exactly min_step_count, and says so.
+    longer = run(1, num_steps=51, series={schema.STEP_TIME_S: [*slow_start, 0.1]})
+    enough = compare(longer, history(3, num_steps=51), TIERS["perf"], tier="perf")
+    assert enough.warmup is not None
+    assert enough.warmup.steps == 1
+    assert "capped so that min_step_count (50) steady steps remain" in enough.warmup.note
+    assert by_name(enough)["step_time"].status != "skip"
+
+
 def test_every_run_of_a_comparison_is_cut_at_the_same_step() -> None:
     runs = [run(1, series={schema.STEP_TIME_S: [0.3 if s <= 6 else 0.1 for s in range(1, 61)]}), *history(2)]
     warmup = common_warmup(runs, min_steps=20)
