@@ -40,6 +40,7 @@ from canary_action.metrics.schema import Distributed, Metrics
 
 if TYPE_CHECKING:
     from canary_action.compare.result import CompareResult
+    from canary_action.metrics.pair import PairRecord
     from canary_action.report.render import Kind  # jinja2 only for the commands that render
     from canary_action.report.templates import Templates
     from canary_action.report.view import Links
@@ -172,7 +173,7 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
     loaded = load_config(config, overrides)
     for notice in loaded.notices:
         click.echo(f"note: {notice}", err=True)
-    _require_training_stack()  # before anything is written
+    _require_training_stack("run")  # before anything is written
     if output_dir is not None:
         output_folder(output_dir, flag="-o")
     else:
@@ -184,7 +185,7 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
     except ModuleNotFoundError as missing:  # one that find_spec saw but that does not import (a broken install)
         if (missing.name or "").partition(".")[0] not in TRAINING_STACK:
             raise
-        raise _missing_training_stack([missing.name or ""]) from missing
+        raise _missing_training_stack("run", [missing.name or ""]) from missing
     click.echo(_run_report(outcome.metrics, outcome.metrics_path))
 
 
@@ -193,8 +194,9 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
 TRAINING_STACK: Final = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers", "psutil")
 
 
-def _require_training_stack() -> None:
-    """Exit 2 naming the extra when the training stack is not installed, instead of a traceback mid-run."""
+def _require_training_stack(command: str) -> None:
+    """Exit 2 naming the extra when the training stack is not installed, instead of a traceback mid-run.
+    `command`: the canary command that trains (run, pair), named in the message."""
     import importlib.util
 
     missing = []
@@ -206,12 +208,13 @@ def _require_training_stack() -> None:
         if not found:
             missing.append(name)
     if missing:
-        raise _missing_training_stack(missing)
+        raise _missing_training_stack(command, missing)
 
 
-def _missing_training_stack(missing: list[str]) -> MissingExtraError:
+def _missing_training_stack(command: str, missing: list[str]) -> MissingExtraError:
     return MissingExtraError(
-        f"`canary run` trains, and the training stack (the [train] extra) is not installed: no {', '.join(missing)}",
+        f"`canary {command}` trains, and the training stack (the [train] extra) is not installed: "
+        f"no {', '.join(missing)}",
         fix="pip install 'rlhf-canary[train]'; in a checkout, with the CI constraint file (it pins the training "
         "stack, a CPU torch where one is available): pip install -c requirements/ci-constraints.txt -e '.[train]' "
         "(compare and report need no extra)",
@@ -274,7 +277,7 @@ def compare_command(  # click passes options as keywords
     loaded = _load_templates(templates)  # before comparing: a template error is known at once
     result = run_compare(current, list(baselines), tier=tier, threshold_file=threshold_file, allowed=allowed)
     if as_json:
-        _emit(_result_text(result, as_json), output, f"{result.verdict}: {result.reason}")
+        _emit(_result_json(result), output, f"{result.verdict}: {result.reason}")
     else:
         _emit_report(result, kind, output, f"{result.verdict}: {result.reason}", templates=loaded)
     code = {"regression": EXIT_REGRESSION, "crashed": EXIT_INFRA}.get(result.verdict, EXIT_OK)
@@ -304,6 +307,11 @@ def compare_command(  # click passes options as keywords
 )  # fmt: skip
 @click.option("--threshold-file", type=click.Path(path_type=Path), help="Thresholds YAML (base_tier + overrides).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the report.")
+@click.option(
+    "--format", "kind", type=click.Choice(["terminal", "markdown"]),
+    help="The report on stdout, as `canary compare` prints it. terminal (default): for people (aligned columns, "
+    "colour on a terminal); markdown: GitHub markdown. report.md in the pair's directory is always markdown.",
+)  # fmt: skip
 def pair_command(  # click passes options as keywords
     *,
     config: Path,
@@ -319,20 +327,24 @@ def pair_command(  # click passes options as keywords
     tier: Tier,
     threshold_file: Path | None,
     as_json: bool,
+    kind: str | None,
 ) -> None:
     """Train CONFIG from two code trees in lockstep and judge the head against the base, round by round.
 
     CONFIG is a path inside each tree (a PR may change it). Each side runs with its own tree first on the import
     path and as its working directory. Writes DIR/<pair_id>/{base,head}/metrics.json, pair.json, result.json
-    and report.md. Exit codes as `canary compare`; 2 when the head side refused its config, 3 when it crashed or
-    the pair hung (after both sides' measurements are written and judged). A base side that cannot run is no
-    fault of the pull request: the verdict is neutral and the notes say how it failed.
+    and report.md (GitHub markdown); prints the report as `canary compare` does. Exit codes as `canary compare`;
+    2 when the head side refused its config, 3 when it crashed or the pair hung (after both sides' measurements
+    are written and judged). A base side that cannot run is no fault of the pull request: the verdict is neutral
+    and the notes say how it failed.
     """
     from canary_action.compare.command import run_compare
     from canary_action.train.launch.pair import run_pair
 
+    if as_json and kind is not None:  # before training: known at once
+        raise UsageError("--json prints the result, not a report", fix="leave out --format")
     if setup is None:  # both sides train with this interpreter (with --setup, each in the environment it installs)
-        _require_training_stack()
+        _require_training_stack("pair")
     if output_dir is not None:
         output_folder(output_dir, flag="-o")
     outcome = run_pair(
@@ -343,14 +355,18 @@ def pair_command(  # click passes options as keywords
         raise outcome.error or TrainingError("the head side wrote no metrics.json", fix="read the log above")
     result = run_compare(
         outcome.pair_dir, list(baselines), tier=tier, threshold_file=threshold_file, missing_ok=True,
-        notes=[f"lockstep pair {outcome.record.pair_id}: {len(outcome.record.rounds)} rounds of "
-               f"{outcome.record.chunk_steps} steps, {outcome.record.wall_s:.0f} s", *outcome.notes],
+        notes=outcome.notes,
     )  # fmt: skip
+    # First among the notes; it needs the comparison's count of judged rounds.
+    result = result.model_copy(update={"notes": [_pair_note(outcome.record, result), *result.notes]})
     (outcome.pair_dir / "result.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
     from canary_action.report.render import render
 
     (outcome.pair_dir / "report.md").write_text(render(result, "markdown"), encoding="utf-8")
-    _emit(_result_text(result, as_json), None, f"{result.verdict}: {result.reason}")
+    if as_json:
+        _emit(_result_json(result), None, f"{result.verdict}: {result.reason}")
+    else:
+        _emit_report(result, kind or "terminal", None, f"{result.verdict}: {result.reason}")
     if outcome.error is not None:
         raise outcome.error
     code = {"regression": EXIT_REGRESSION, "crashed": EXIT_INFRA}.get(result.verdict, EXIT_OK)
@@ -370,12 +386,20 @@ def _cpu_list(text: str) -> list[int]:
     return cpus
 
 
-def _result_text(result: CompareResult, as_json: bool) -> str:
-    if as_json:
-        return result.model_dump_json(indent=2) + "\n"
-    from canary_action.report.render import render
+def _pair_note(record: PairRecord, result: CompareResult) -> str:
+    """The pair in a line: every round it trained (the warm-up's too), and how many of them the speed checks
+    judged — the count the report's "Paired A/B" line gives."""
+    note = f"lockstep pair {record.pair_id}: {len(record.rounds)} rounds of {record.chunk_steps} steps in all"
+    note += f" (warm-up included), {record.wall_s:.0f} s"
+    if result.pairing is None:  # not judged as a pair (a side wrote no metrics.json)
+        return note
+    if result.pairing.rounds is None:
+        return note + "; too few rounds after the warm-up to judge speed"
+    return note + f"; {result.pairing.rounds} of them judged for speed, after the warm-up"
 
-    return render(result, "markdown")
+
+def _result_json(result: CompareResult) -> str:
+    return result.model_dump_json(indent=2) + "\n"
 
 
 @cli.command("report")
@@ -418,7 +442,8 @@ def report_command(  # click passes options as keywords
     target = ""
     if links.repository is not None:
         target = f" for {links.repository}" + (f"#{links.pull_request}" if links.pull_request is not None else "")
-    _emit_report(result, kind, output, f"{kind} of {result.verdict}{target}", links=links, templates=loaded)
+    what = f"{kind} report{target}, verdict {result.verdict}"
+    _emit_report(result, kind, output, what, links=links, templates=loaded)
 
 
 def _report_kind(kind: str | None, output: Path | None, templates: Path | None, *, default: str) -> str:

@@ -191,7 +191,12 @@ def _paired_line(result: CompareResult) -> Md | None:
     pairing = result.pairing
     if pairing is None:
         return None
-    rounds = f"{pairing.rounds} rounds" if pairing.rounds is not None else "too few rounds to judge speed"
+    # The rounds judged, not all the pair trained: the note on the pair (`canary pair`) gives both counts.
+    rounds = (
+        f"{pairing.rounds} rounds judged, after the warm-up"
+        if pairing.rounds is not None
+        else "too few rounds after the warm-up to judge speed"
+    )
     history = len(result.baselines) - 1
     extra = f"; {history} artifact baseline(s) for the learning checks" if history > 0 else ""
     return Md(

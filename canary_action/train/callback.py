@@ -3,6 +3,8 @@
 Timing: a step lasts from the end of the previous optimizer step to the end of this one, so it holds
 everything the loop does for that step (fetching batches, forward/backward, the optimizer, logging). On CUDA
 the callback synchronises at each step end, so the time is the device's time, not the launch queue's.
+Work that must not be timed (the profiler's start, stop and trace export: `BetweenSteps`) runs between a
+step's end and the next step's start, so it lands in no step at all.
 
 Order inside the Trainer loop (transformers >= 4.49): get_batch_samples -> on_step_begin -> micro-batches ->
 clip -> on_pre_optimizer_step -> optimizer.step -> zero_grad -> on_step_end -> log (on_log, same step).
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -46,6 +49,17 @@ class StepGate(Protocol):
 
     def columns(self) -> dict[str, float]:
         """Extra series columns for the step now running (the lockstep round)."""
+
+
+class BetweenSteps(Protocol):
+    """Work that must lie outside every measured step: the profiler's start, and its stop and trace export.
+
+    Called once before step 1 (`completed_steps` 0) and after each step's row is recorded (and after the
+    gate's wait), just before the next step's clock starts. `going_on` is False when the run stops there.
+    """
+
+    def between_steps(self, completed_steps: int, *, going_on: bool) -> None:
+        """Do the work due after `completed_steps` optimizer steps."""
 
 
 @dataclass
@@ -95,6 +109,7 @@ class MetricsCallback(TrainerCallback):
         timeout_s: float,
         profiler_steps: range | None = None,
         gate: StepGate | None = None,
+        between: Sequence[BetweenSteps] = (),
     ) -> None:
         self.record = record
         self.counters = counters
@@ -103,6 +118,7 @@ class MetricsCallback(TrainerCallback):
         self.timeout_s = timeout_s
         self.profiler_steps = profiler_steps or range(0)
         self.gate = gate
+        self.between = between
         self._waited_s = 0.0
         self._train_start = 0.0
         self._last_step_end = 0.0
@@ -116,7 +132,9 @@ class MetricsCallback(TrainerCallback):
         if self.gate is not None and (reason := self.gate.wait(0)) is not None:
             self.record.stop_reason, self.record.stop_step = reason, 0
             raise TrainingStopped(reason)  # before any step: the loop would still run one
-        self._train_start = self._last_step_end = time.perf_counter()
+        self._train_start = time.perf_counter()
+        self._run_between(0, going_on=True)
+        self._last_step_end = time.perf_counter()
 
     def on_pre_optimizer_step(
         self,
@@ -163,8 +181,11 @@ class MetricsCallback(TrainerCallback):
             self._waited_s += time.perf_counter() - paused
             if reason is not None:
                 self._stop(control, reason, step)
+        # After the gate, so a lockstep side does this work in its own turn, not over the other side's step.
+        self._run_between(step, going_on=not control.should_training_stop)
         # Measured after our own bookkeeping, so the callback's cost lands in the next step's time (and in
-        # the overhead benchmark), not outside every measurement; after the gate, so waiting lands in none.
+        # the overhead benchmark), not outside every measurement; after the gate and the work between steps,
+        # so waiting and the profiler's start and export (seconds: the trace of every op) land in none.
         self._last_step_end = time.perf_counter()
 
     def on_log(
@@ -193,6 +214,10 @@ class MetricsCallback(TrainerCallback):
                     self._stop(control, "non_finite", step)
 
     # -- helpers --------------------------------------------------------------------------------------------
+    def _run_between(self, completed_steps: int, *, going_on: bool) -> None:
+        for work in self.between:
+            work.between_steps(completed_steps, going_on=going_on)
+
     def _check_gradients(self, step: int, control: TrainerControl) -> None:
         if self._grad_norms is None:
             return

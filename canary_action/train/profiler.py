@@ -1,7 +1,18 @@
 """An optional torch.profiler window over a few optimizer steps: a chrome trace and a top-ops summary.
 
 The window's steps are marked in the series (perf/in_profiler_window) and left out of timing summaries:
-profiling slows every op it records.
+profiling slows every op it records. The profiler starts, stops and exports its trace between steps
+(MetricsCallback's `between` work), outside every measured step. Done in a step's callbacks, the export
+(seconds to tens of seconds: every op of the window) was timed into the first step after the window, a steady
+step, and skewed the mean, tokens/s and the noise estimate. Marking that step as profiled too would have hidden
+the cost by dropping a real step's measurement; this way every recorded step time is the step's own, and the
+trace covers exactly the window's measured time (from the end of the step before it to the end of its last).
+
+Expected on stderr: `USDT: ... profiler_start` / `profiler_stop` (libkineto, printed whatever its log level),
+and with `profile_memory` on the CPU `Memory block of unknown size was allocated before the profiling started`
+(c10's allocator: a tensor made before the window was freed inside it, a free the trace lacks). Only
+TORCH_CPP_LOG_LEVEL=ERROR, set before torch loads, hides that line, and with it every other C++ warning of the
+run, so the canary leaves both.
 """
 
 from __future__ import annotations
@@ -26,11 +37,11 @@ class ProfilerWindow(TrainerCallback):
         self.trace_path = trace_dir / "trace.json"
         self.on_cuda = on_cuda
         self._profile: Any = None
-        self._last_step = 0
         self.summary: ProfilerSummary | None = None
 
-    def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
-        if state.global_step + 1 == self.steps.start and self._profile is None:
+    def between_steps(self, completed_steps: int, *, going_on: bool) -> None:
+        """Start before the window's first step, stop after its last (or where the run stops inside it)."""
+        if self._profile is None and going_on and completed_steps + 1 == self.steps.start:
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.on_cuda else [])
             self._profile = profile(
                 activities=activities,
@@ -39,15 +50,13 @@ class ProfilerWindow(TrainerCallback):
                 with_stack=self.config.with_stack,
             )
             self._profile.start()
-
-    def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
-        self._last_step = state.global_step
-        if self._profile is not None and state.global_step >= self.steps.stop - 1:
-            self._finish()
+        elif self._profile is not None and (not going_on or completed_steps >= self.steps.stop - 1):
+            self._finish(completed_steps)
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
-        if self._profile is not None:  # the run ended inside the window: keep what was recorded
-            self._finish()
+        # A stop decided after the step's end (a non-finite loss in its logs, a peer rank's): keep what was recorded.
+        if self._profile is not None:
+            self._finish(state.global_step)
 
     def shortfall(self, status: Status, num_steps: int) -> str | None:
         """In words, what a run that ended before or inside the window left of it; None when it recorded it whole.
@@ -68,11 +77,13 @@ class ProfilerWindow(TrainerCallback):
             return f"profiler: nothing recorded: {ended}, inside {window}, before its trace was written"
         return f"profiler: recorded steps {first}-{recorded} of the window {first}-{last} only: {ended}"
 
-    def _finish(self) -> None:
+    def _finish(self, last_step: int) -> None:
         profiled, self._profile = self._profile, None
         if self.on_cuda:
             torch.cuda.synchronize()
         profiled.stop()
+        if last_step < self.steps.start:
+            return  # started, then the run stopped before the window's first step: nothing of it was recorded
         self.trace_path.parent.mkdir(parents=True, exist_ok=True)
         profiled.export_chrome_trace(str(self.trace_path))
         averages = profiled.key_averages()
@@ -89,7 +100,7 @@ class ProfilerWindow(TrainerCallback):
         self.summary = ProfilerSummary(
             trace_path=str(self.trace_path),
             start_step=self.steps.start,
-            end_step=self._last_step,
+            end_step=last_step,
             cpu_time_total_ms=sum(op.cpu_self_time_ms for op in ops),
             device_time_total_ms=sum(op.device_self_time_ms for op in ops),
             top_ops=ops[: self.config.top_k],

@@ -28,8 +28,9 @@ _NESTED_IN: Final = ("build", "load_model", "load_data")
 class StageLines:
     """Announces each stage of a run's start once, as a line on stderr (stages.announce_stages calls it)."""
 
-    def __init__(self, config: CommonConfig) -> None:
+    def __init__(self, config: CommonConfig, label: str | None = None) -> None:
         self.config = config
+        self.label = label or config.name  # a lockstep side's names it: `[tiny-dpo base]`
         self._seen: set[str] = set()
 
     def __call__(self, name: str) -> None:
@@ -44,10 +45,12 @@ class StageLines:
             return
         self._seen.add(name)
         indent = "  " if current_stage() in _NESTED_IN else ""
-        print(f"[{config.name}] {indent}{phrases[name]}", file=sys.stderr, flush=True)
+        print(f"[{self.label}] {indent}{phrases[name]}", file=sys.stderr, flush=True)
 
 
 class ProgressLine(TrainerCallback):
+    """A line every tenth of the run, starting `[name]` (a lockstep side's: `[name base]`, `[name head]`)."""
+
     def __init__(self, record: RunRecord, max_steps: int, name: str) -> None:
         self.record = record
         self.max_steps = max_steps

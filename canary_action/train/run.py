@@ -62,11 +62,17 @@ class CanaryRun:
     """
 
     def __init__(
-        self, loaded: LoadedConfig, run_dir: Path, rank: RankContext | None = None, gate: StepGate | None = None
+        self,
+        loaded: LoadedConfig,
+        run_dir: Path,
+        rank: RankContext | None = None,
+        gate: StepGate | None = None,
+        label: str | None = None,
     ) -> None:
         self.loaded = loaded
         self.gate = gate
         self.config = loaded.config
+        self.label = label or loaded.config.name  # what its log lines start with: `[tiny-dpo head] step 4/50`
         self.run_dir = run_dir
         self.rank = rank
         self.record = RunRecord()
@@ -83,7 +89,7 @@ class CanaryRun:
     def execute(self) -> None:
         lead = self.rank is None or self.rank.rank == 0
         # The lead process says what it is loading, one line a stage: the minute before step 1 is not silence.
-        with announce_stages(StageLines(self.config)) if lead else contextlib.nullcontext():
+        with announce_stages(StageLines(self.config, self.label)) if lead else contextlib.nullcontext():
             self._execute(lead)
 
     def _execute(self, lead: bool) -> None:
@@ -99,6 +105,10 @@ class CanaryRun:
             probe = DeviceProbe(placement.device)
             self.warnings += probe.warnings + [f"before training: {w}" for w in probe.health()]
         counters = StepCounters()
+        if config.profiler.enabled and lead:
+            self.profiler = ProfilerWindow(
+                config.profiler, self.run_dir / config.profiler.output_dir, placement.on_cuda
+            )
         callbacks: list[Any] = [
             MetricsCallback(
                 self.record,
@@ -108,10 +118,11 @@ class CanaryRun:
                 timeout_s=config.timeout_minutes * 60,
                 profiler_steps=self._profiler_steps(),
                 gate=self.gate,
+                between=[self.profiler] if self.profiler else [],  # started and exported outside every step
             ),
         ]
         if lead:
-            callbacks.append(ProgressLine(self.record, config.max_steps, config.name))
+            callbacks.append(ProgressLine(self.record, config.max_steps, self.label))
         comm = None
         if self.rank is None:  # after MetricsCallback, which creates each step's row
             self.stream = RowStream(self.record, self.run_dir / STEPS_FILE)
@@ -120,10 +131,7 @@ class CanaryRun:
             comm = CommTimer(self.record, self.rank.rank, placement.on_cuda, self.warnings)
             self.sync = RankSync(self.record, self.rank)
             callbacks += [comm, self.sync]
-        if config.profiler.enabled and lead:
-            self.profiler = ProfilerWindow(
-                config.profiler, self.run_dir / config.profiler.output_dir, placement.on_cuda
-            )
+        if self.profiler is not None:  # for on_train_end: a run that stops inside the window keeps its trace
             callbacks.append(self.profiler)
         setup: TrainingSetup[Any] = TrainingSetup(config, placement, self.run_dir, callbacks, self.notices)
         with stage("build"):

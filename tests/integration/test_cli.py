@@ -340,7 +340,7 @@ def test_run_without_the_train_extra_exits_2_naming_it(how: str, tmp_path: Path)
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
-    assert "the training stack (the [train] extra) is not installed: no torch" in done.stderr
+    assert "`canary run` trains, and the training stack (the [train] extra) is not installed: no torch" in done.stderr
     assert "pip install 'rlhf-canary[train]'" in done.stderr
     assert "pip install -c requirements/ci-constraints.txt -e '.[train]'" in done.stderr
     if how == "absent":
@@ -357,7 +357,17 @@ def test_pair_without_the_train_extra_exits_2_naming_it(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
+    assert "`canary pair` trains, and the training stack (the [train] extra) is not installed" in done.stderr
     assert "pip install 'rlhf-canary[train]'" in done.stderr
+    assert not out.exists()
+
+
+def test_pair_refuses_json_with_a_format_before_training(tmp_path: Path) -> None:
+    out = tmp_path / "pairs"
+    done = canary("pair", "configs/tiny/dpo.yaml", "--base", str(ROOT), "--head", str(ROOT), "-o", str(out),
+                  "--json", "--format", "markdown")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--json prints the result, not a report" in done.stderr
     assert not out.exists()
 
 
@@ -413,8 +423,10 @@ def test_the_command_line_is_frozen() -> None:
                              "--no-comment", "--update-status", "--no-status", "--comment-mode", "-o", "--output",
                              "--templates"]),
         "init-config": sorted(["out", "--type", "--tier", "--builtin", "--force"]),  # --builtin: issue 15 item 5
+        # --format (terminal|markdown): as compare's, the walk-through after issue 15
         "pair": sorted(["config", "--base", "--head", "-o", "--output-dir", "--set", "--chunk-steps", "--seed",
-                        "--cpus", "--setup", "--baseline", "--threshold-tier", "--threshold-file", "--json"]),
+                        "--cpus", "--setup", "--baseline", "--threshold-tier", "--threshold-file", "--json",
+                        "--format"]),
         "report": sorted(["result_file", "--format", "-o", "--output", "--repo", "--pr", "--templates"]),
         "run": sorted(["config", "-o", "--output-dir", "--set"]),
         "save-baseline": sorted(["metrics", "dest"]),

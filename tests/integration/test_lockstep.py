@@ -7,6 +7,7 @@ the config inside each tree, and runs `canary pair` as a user does.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -212,3 +213,39 @@ def test_a_factory_only_the_head_tree_has_runs_in_the_head_side_and_is_invisible
     result = json.loads(refused.stdout)
     assert result["verdict"] == "neutral"
     assert any("the base side" in n and "team_factory" in n for n in result["notes"]), result["notes"]
+
+
+def test_a_pair_prints_the_report_as_compare_does_and_labels_each_sides_lines(tmp_path: Path) -> None:
+    """stdout: the terminal report (report.md stays GitHub markdown); stderr: each progress line names its side;
+    the note counts every round and those judged, as the Paired A/B line does."""
+    repo = tree(tmp_path, "tree", SFT.read_text(encoding="utf-8"))
+    command = [sys.executable, "-m", "canary_action", "pair", str(CONFIG), "--base", str(repo), "--head", str(repo),
+               "-o", str(tmp_path / "out"), "--set", "max_steps=4"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    assert done.stdout.startswith("rlhf-canary "), done.stdout[:500]
+    assert "| Check |" not in done.stdout
+    assert re.search(r"^Note: lockstep pair \S+: 2 rounds of 2 steps in all \(warm-up included\)", done.stdout, re.M)
+    assert "| Check |" in (pair_dir(tmp_path / "out") / "report.md").read_text(encoding="utf-8")
+    for side in ("base", "head"):
+        assert f"[tiny-sft {side}] step 4/4 |" in done.stderr
+        assert f"[tiny-sft {side}] training 4 steps" in done.stderr
+    assert "[tiny-sft] step" not in done.stderr
+
+
+def test_sides_that_fail_to_start_point_at_the_traceback_they_wrote(tmp_path: Path) -> None:
+    """An import that fails before the side's run exists (here a broken transformers on the path): exit 3, and
+    the message names the error and an error.log that is there."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "transformers.py").write_text('raise ImportError("planted: transformers is broken")\n')
+    sft = SFT.read_text(encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shadow), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", "canary_action", "pair", str(CONFIG), "--base", str(tree(tmp_path, "base", sft)),
+               "--head", str(tree(tmp_path, "head", sft)), "-o", str(tmp_path / "out"), "--json"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, env=env)
+    assert done.returncode == 3, done.stderr[-3000:]
+    log = pair_dir(tmp_path / "out") / "head" / "error.log"
+    assert "failed during start: ImportError: planted: transformers is broken" in done.stderr
+    assert f"read the traceback in {log}" in done.stderr
+    assert "planted: transformers is broken" in log.read_text(encoding="utf-8")

@@ -58,6 +58,19 @@ def test_progress_lines_carry_the_eta_except_the_last(capsys: pytest.CaptureFixt
     assert "ETA" not in last
 
 
+def test_a_lockstep_sides_lines_say_which_side_they_are(capsys: pytest.CaptureFixture[str]) -> None:
+    """Both sides of a pair log to one stderr: `[t base]` and `[t head]`, not `[t]` twice with other numbers."""
+    config = parse_config({**CONFIG, "max_steps": 4}, source="x").config
+    record = RunRecord()
+    reset_stage()
+    with announce_stages(StageLines(config, "t head")), stage("train"):
+        record.rows.append({m.STEP: 1.0, m.STEP_TIME_S: 2.0, m.NUM_TOKENS: 10.0, m.LOSS: 1.0})
+        ProgressLine(record, max_steps=4, name="t head").on_log(None, SimpleNamespace(global_step=1), None)  # type: ignore[arg-type]
+    announced, progress = capsys.readouterr().err.splitlines()
+    assert announced == "[t head] training 4 steps"
+    assert progress.startswith("[t head] step 1/4 |")
+
+
 # --- what is loading ----------------------------------------------------------------------------------------
 
 

@@ -39,7 +39,7 @@ from canary_action.metrics.pair import PairRecord, Round, Side, SideEnd
 from canary_action.metrics.stream import rebuild_killed
 from canary_action.train.launch.environment import child_environment, prepare_setup, unprivileged
 from canary_action.train.launch.outcome import new_run_dir
-from canary_action.train.launch.pair_side import SideSpec
+from canary_action.train.launch.pair_side import ERROR_LOG, SideSpec
 
 SIDES: Final[tuple[Side, Side]] = ("base", "head")
 #: glibc malloc: serve allocations below 256 MiB from the heap, never trim it below 1 GiB, grow it 256 MiB at a
@@ -319,15 +319,28 @@ def _side_error(side: _Side, pair_dir: Path) -> CanaryError | None:
         return None
     metrics = _read(side)
     status = metrics.status if metrics is not None else None
-    what = f"{status.exception_type}: {status.message}" if status and status.message else f"exit status {code}"
+    log = side.run_dir / ERROR_LOG
+    what = f"{status.exception_type}: {status.message}" if status and status.message else _last_line(log)
+    what = what or f"exit status {code}"
     where = f"the {side.name} side ({side.tree})"
     if code == 2:
         return ConfigError(f"{where} refused its config: {what}", fix=f"fix {side.config_path} in that tree")
+    # No error.log when the side never started (its interpreter or `canary_action` itself did not import) or was
+    # killed: its traceback, if any, is in the pair's output (the sides log to its stderr).
+    read = f"read the traceback in {log}" if log.is_file() else f"read the {side.name} side's lines in the output above"
     return TrainingError(
         f"{where} failed during {status.stage if status else 'start'}: {what}",
-        fix=f"read the traceback in {side.run_dir / 'error.log'}; what both sides measured is in {pair_dir}",
+        fix=f"{read}; what both sides measured is in {pair_dir}",
         metrics_path=side.run_dir / "metrics.json" if (side.run_dir / "metrics.json").exists() else None,
     )
+
+
+def _last_line(log: Path) -> str | None:
+    """A traceback's last line (`ModuleNotFoundError: No module named 'trl'`), or None without one."""
+    if not log.is_file():
+        return None
+    lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    return lines[-1][:2000] if lines else None
 
 
 def _iso(moment: datetime) -> str:

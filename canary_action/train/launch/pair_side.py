@@ -21,6 +21,7 @@ import contextlib
 import os
 import signal
 import sys
+import traceback
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
@@ -33,6 +34,8 @@ from canary_action.errors import ConfigError
 from canary_action.metrics import schema as m
 
 PAIR_ENDED = "pair_ended"
+#: The side's traceback when it failed, in its run directory (CanaryRun.fail writes it; so does a failed start).
+ERROR_LOG = "error.log"
 
 
 class SideSpec(BaseModel):
@@ -88,15 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     # A SIGTERM during the imports below is held until the run exists, so that it is recorded and written.
     early: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _: early.append(signum))
+    try:
+        from canary_action.train.run import CanaryRun, quiet_libraries
+        from canary_action.train.stages import reset_stage
 
-    from canary_action.train.run import CanaryRun, quiet_libraries
-    from canary_action.train.stages import reset_stage
-
-    loaded = parse_config(spec.config, source=spec.config_source)
+        loaded = parse_config(spec.config, source=spec.config_source)
+    except Exception as error:  # before the run exists to record it: where the coordinator's message points
+        (spec.run_dir / ERROR_LOG).write_text("".join(traceback.format_exception(error)), encoding="utf-8")
+        raise
     loaded.notices.extend(spec.notices)
     with os.fdopen(args.turns[0], "r") as incoming, os.fdopen(args.turns[1], "w") as outgoing:
         gate = TurnGate(incoming, outgoing, spec.side.chunk_steps, loaded.config.max_steps)
-        run = CanaryRun(loaded, spec.run_dir, gate=gate)
+        # Both sides log to the same stderr: each line says whose it is.
+        run = CanaryRun(loaded, spec.run_dir, gate=gate, label=f"{loaded.config.name} {spec.side.side}")
         reset_stage()
         quiet_libraries()
         run.provisional(spec.run_id, spec.started, pair=spec.side)  # what a SIGKILL leaves

@@ -1,0 +1,76 @@
+"""What a lockstep pair says beside its verdict: how many rounds it trained and how many were judged (one count
+must not read as contradicting the other), and where a failed side's traceback is."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from canary_action.cli import _pair_note
+from canary_action.metrics.pair import PairRecord, Round, SideEnd
+from canary_action.report.render import render
+from canary_action.report.terminal import render_terminal
+from canary_action.train.launch.pair import _Side, _side_error
+from tests.unit.test_paired import PAIR, judge, make_pair
+
+
+def record(rounds: int) -> PairRecord:
+    end = SideEnd(tree="/t", config_path="/t/c.yaml", metrics_path="x/metrics.json", exit_code=0, steps=2 * rounds)
+    return PairRecord(
+        pair_id=PAIR, chunk_steps=2, seed=1, started_at="2026-11-24T15:00:00Z", finished_at="2026-11-24T15:00:44Z",
+        wall_s=44.2, rounds=[Round(index=i, order=["base", "head"]) for i in range(rounds)], base=end, head=end,
+    )  # fmt: skip
+
+
+def test_the_note_and_the_paired_line_each_say_what_they_count(tmp_path: Path) -> None:
+    result = judge(*make_pair(tmp_path, steps=120))  # 60 rounds of 2 steps
+    assert result.pairing is not None
+    judged = result.pairing.rounds
+    assert judged is not None
+    note = _pair_note(record(60), result)
+    assert note == (
+        f"lockstep pair {PAIR}: 60 rounds of 2 steps in all (warm-up included), 44 s; {judged} of them judged for "
+        "speed, after the warm-up"
+    )
+    line = f"took turns, 2 steps at a time — {judged} rounds judged, after the warm-up"
+    assert line in render(result, "markdown")
+    assert line in render_terminal(result)
+
+
+def test_a_pair_too_short_to_judge_says_so_in_its_note(tmp_path: Path) -> None:
+    result = judge(*make_pair(tmp_path, steps=12))
+    assert result.pairing is not None
+    assert result.pairing.rounds is None
+    assert _pair_note(record(6), result).endswith(
+        "6 rounds of 2 steps in all (warm-up included), 44 s; too few rounds after the warm-up to judge speed"
+    )
+    assert "too few rounds after the warm-up to judge speed" in render_terminal(result)
+
+
+def side(tmp_path: Path, exit_code: int) -> _Side:
+    run_dir = tmp_path / "pair" / "head"
+    run_dir.mkdir(parents=True)
+    failed = _Side(name="head", tree=tmp_path, config_path=tmp_path / "c.yaml", loaded=None, run_dir=run_dir)  # type: ignore[arg-type]
+    failed.process = SimpleNamespace(returncode=exit_code)  # type: ignore[assignment]  # all _side_error reads
+    return failed
+
+
+def test_a_side_that_never_started_points_at_the_output_not_a_missing_log(tmp_path: Path) -> None:
+    """Its interpreter, or canary_action itself, did not import: no metrics.json, no error.log."""
+    error = _side_error(side(tmp_path, 1), tmp_path / "pair")
+    assert error is not None
+    assert error.message.endswith("failed during start: exit status 1")
+    assert error.fix is not None
+    assert "error.log" not in error.fix
+    assert error.fix.startswith("read the head side's lines in the output above")
+
+
+def test_a_side_that_failed_at_start_names_its_error_and_its_log(tmp_path: Path) -> None:
+    failed = side(tmp_path, 1)
+    log = failed.run_dir / "error.log"
+    log.write_text("Traceback (most recent call last):\n  ...\nImportError: planted\n\n", encoding="utf-8")
+    error = _side_error(failed, tmp_path / "pair")
+    assert error is not None
+    assert error.message.endswith("failed during start: ImportError: planted")
+    assert error.fix is not None
+    assert error.fix.startswith(f"read the traceback in {log};")
