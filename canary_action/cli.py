@@ -18,7 +18,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 import click
 
@@ -31,17 +31,17 @@ from canary_action.errors import (
     ConfigError,
     GitHubError,
     MetricsFileError,
-    MissingExtraError,
     RunInterrupted,
     TrainingError,
     UsageError,
 )
+from canary_action.extras import TRAINING_STACK, missing_training_stack, require_training_stack
 from canary_action.metrics.schema import Distributed, Metrics
 
 if TYPE_CHECKING:
+    from canary_action.api import ReportFormat
     from canary_action.compare.result import CompareResult
     from canary_action.metrics.pair import PairRecord
-    from canary_action.report.render import Kind  # jinja2 only for the commands that render
     from canary_action.report.templates import Templates
     from canary_action.report.view import Links
 
@@ -56,7 +56,6 @@ _EXIT_CODES: dict[type[CanaryError], int] = {
 }
 _TYPES = ("sft", "dpo", "grpo", "rloo", "ppo", "custom")
 _TIERS = ("smoke", "perf", "nightly")
-_REPORT_KINDS: dict[str, Kind] = {"comment": "comment", "summary": "summary", "markdown": "markdown"}
 _TEMPLATES_HELP: Final = (
     "A folder of your own report templates (*.j2, named as ours; docs/report.md, 'Your own templates'): each "
     "replaces ours of its name in the GitHub formats."
@@ -168,57 +167,21 @@ def env(as_json: bool) -> None:
 @click.option("--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a config key (repeatable).")
 def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> None:
     """Run the canary training job; writes DIR/<run_id>/metrics.json."""
-    from canary_action.config.load import load_config
+    from canary_action import api
 
-    loaded = load_config(config, overrides)
+    loaded = api.load_config(config, overrides=overrides)
     for notice in loaded.notices:
         click.echo(f"note: {notice}", err=True)
-    _require_training_stack("run")  # before anything is written
+    require_training_stack("`canary run`")  # before anything is written, naming this command
     if output_dir is not None:
-        output_folder(output_dir, flag="-o")
-    else:
-        output_folder(Path(loaded.config.output_dir), flag="output_dir")
-    from canary_action.train.launch import run_canary  # the heavy import, only for this command
-
+        output_folder(output_dir, flag="-o")  # checked here to name the flag; api.run checks it as output_dir
     try:
-        outcome = run_canary(loaded, output_dir)
+        outcome = api.run(loaded, output_dir=output_dir)
     except ModuleNotFoundError as missing:  # one that find_spec saw but that does not import (a broken install)
         if (missing.name or "").partition(".")[0] not in TRAINING_STACK:
             raise
-        raise _missing_training_stack("run", [missing.name or ""]) from missing
+        raise missing_training_stack("`canary run`", [missing.name or ""]) from missing
     click.echo(_run_report(outcome.metrics, outcome.metrics_path))
-
-
-#: What `canary run` imports from the `[train]` extra (pyproject.toml), by import name. Its nvidia-ml-py is left
-#: out: it is imported only on CUDA machines, and a run goes on without GPU utilisation when it is missing.
-TRAINING_STACK: Final = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "tokenizers", "psutil")
-
-
-def _require_training_stack(command: str) -> None:
-    """Exit 2 naming the extra when the training stack is not installed, instead of a traceback mid-run.
-    `command`: the canary command that trains (run, pair), named in the message."""
-    import importlib.util
-
-    missing = []
-    for name in TRAINING_STACK:
-        try:
-            found = importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):  # a finder that refuses it; a module object without a spec
-            found = False
-        if not found:
-            missing.append(name)
-    if missing:
-        raise _missing_training_stack(command, missing)
-
-
-def _missing_training_stack(command: str, missing: list[str]) -> MissingExtraError:
-    return MissingExtraError(
-        f"`canary {command}` trains, and the training stack (the [train] extra) is not installed: "
-        f"no {', '.join(missing)}",
-        fix="pip install 'rlhf-canary[train]'; in a checkout, with the CI constraint file (it pins the training "
-        "stack, a CPU torch where one is available): pip install -c requirements/ci-constraints.txt -e '.[train]' "
-        "(compare and report need no extra)",
-    )
 
 
 @cli.command("compare")
@@ -269,17 +232,17 @@ def compare_command(  # click passes options as keywords
 
     Exit 0 pass or neutral, 1 regression, 2 bad input, 3 the current run crashed.
     """
-    from canary_action.compare.command import run_compare
+    from canary_action import api
 
     if as_json and (kind is not None or templates is not None):
         raise UsageError("--json prints the result, not a report", fix="leave out --format and --templates")
     kind = _report_kind(kind, output, templates, default="terminal")
-    loaded = _load_templates(templates)  # before comparing: a template error is known at once
-    result = run_compare(current, list(baselines), tier=tier, threshold_file=threshold_file, allowed=allowed)
+    _load_templates(templates)  # before comparing: a template error is known at once
+    result = api.compare(current, list(baselines), tier=tier, threshold_file=threshold_file, allow_change=allowed)
     if as_json:
         _emit(_result_json(result), output, f"{result.verdict}: {result.reason}")
     else:
-        _emit_report(result, kind, output, f"{result.verdict}: {result.reason}", templates=loaded)
+        _emit_report(result, kind, output, f"{result.verdict}: {result.reason}", templates=templates)
     code = {"regression": EXIT_REGRESSION, "crashed": EXIT_INFRA}.get(result.verdict, EXIT_OK)
     if code:
         raise click.exceptions.Exit(code)
@@ -344,7 +307,7 @@ def pair_command(  # click passes options as keywords
     if as_json and kind is not None:  # before training: known at once
         raise UsageError("--json prints the result, not a report", fix="leave out --format")
     if setup is None:  # both sides train with this interpreter (with --setup, each in the environment it installs)
-        _require_training_stack("pair")
+        require_training_stack("`canary pair`")
     if output_dir is not None:
         output_folder(output_dir, flag="-o")
     outcome = run_pair(
@@ -437,13 +400,13 @@ def report_command(  # click passes options as keywords
     default = "terminal" if output is None and sys.stdout.isatty() else "markdown"
     kind = _report_kind(kind, output, templates, default=default)
     links = Links(repository=_repository(repo), pull_request=_pull_request(pr, repo))
-    loaded = _load_templates(templates)
+    _load_templates(templates)  # before reading the result: a template error is known at once
     result = read_result(result_file)
     target = ""
     if links.repository is not None:
         target = f" for {links.repository}" + (f"#{links.pull_request}" if links.pull_request is not None else "")
     what = f"{kind} report{target}, verdict {result.verdict}"
-    _emit_report(result, kind, output, what, links=links, templates=loaded)
+    _emit_report(result, kind, output, what, links=links, templates=templates)
 
 
 def _report_kind(kind: str | None, output: Path | None, templates: Path | None, *, default: str) -> str:
@@ -474,22 +437,15 @@ def _emit_report(
     what: str,
     *,
     links: Links | None = None,
-    templates: Templates | None = None,
+    templates: Path | None = None,
 ) -> None:
     """A report of `kind`: the terminal form coloured as use_colour says (never in a file), or GitHub's."""
-    if kind == "terminal":
-        from canary_action.report.terminal import render_terminal, use_colour
+    from canary_action import api
+    from canary_action.report.terminal import use_colour
 
-        colour = output is None and use_colour(sys.stdout)
-        _emit(render_terminal(result, links, colour=colour), output, what, colour=colour)
-        return
-    from canary_action.report.render import check_output, render
-
-    if kind == "check":
-        text = json.dumps(check_output(result, links, templates), indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = render(result, _REPORT_KINDS[kind], links, templates)
-    _emit(text, output, what)
+    colour = kind == "terminal" and output is None and use_colour(sys.stdout)
+    text = api.render(result, cast("ReportFormat", kind), templates=templates, colour=colour, links=links)
+    _emit(text, output, what, colour=colour)
 
 
 # GitHub's rules: an owner is 1-39 letters, digits and hyphens (underscores in managed users' names), not starting

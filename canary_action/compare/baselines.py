@@ -142,17 +142,32 @@ def _read(path: Path, notes: list[str], *, in_dir: bool) -> RunData | None:
         notes.append(f"skipped {shown}: larger than {io.MAX_BYTES // 2**20} MiB, not a metrics file")
         return None
     try:
-        return from_metrics(read_metrics(path), str(path))
+        run, caveats = read_run(path)
+    except BaselineError:  # a 0.1 file that does not match 0.1's format: an error wherever it is
+        raise
     except MetricsFileError as error:
-        data = _peek(path)  # parsed again only on this failure path, to tell the formats apart
-        if is_legacy(data):
-            run, caveats = read_legacy(path, data)
-            notes.extend(caveats)
-            return run
+        data = _peek(path)
         if in_dir and data is not _UNPARSED and not (isinstance(data, dict) and "schema_version" in data):
             notes.append(f"skipped {shown}: not a metrics file")
             return None
         raise _as_baseline_error(error, path) from error
+    notes.extend(caveats)
+    return run
+
+
+def read_run(path: Path) -> tuple[RunData, list[str]]:
+    """One run as a comparison reads it, in either format, and notes on the figures a 0.1 file lacks.
+
+    Raises MetricsFileError (read_metrics's, for a file that is not 0.1's either), or BaselineError for a 0.1
+    file that does not match 0.1's format.
+    """
+    try:
+        return from_metrics(read_metrics(path), str(path)), []
+    except MetricsFileError:
+        data = _peek(path)  # parsed again only on this failure path, to tell the formats apart
+        if is_legacy(data):
+            return read_legacy(path, data)
+        raise
 
 
 def _as_baseline_error(error: MetricsFileError, path: Path) -> BaselineError:

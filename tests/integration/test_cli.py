@@ -388,6 +388,7 @@ def test_light_commands_do_not_import_torch(tmp_path: Path) -> None:
         "for args in (['schema'], ['schema', '--config'], ['init-config', sys.argv[1]],\n"
         "             ['init-config', sys.argv[1] + '.builtin', '--builtin']):\n"
         "    cli.main(args, standalone_mode=False)\n"
+        "import canary_action.api  # the Python API: only its run() trains\n"
         "heavy = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
     )
