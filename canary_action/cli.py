@@ -24,6 +24,7 @@ import click
 
 from canary_action import __version__
 from canary_action.cli_github import gh_report_command
+from canary_action.cli_options import threshold_options
 from canary_action.config.thresholds import Tier
 from canary_action.destinations import output_folder, write_output
 from canary_action.errors import (
@@ -187,15 +188,7 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
 @cli.command("compare")
 @click.argument("current", type=click.Path(path_type=Path))
 @click.argument("baselines", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--threshold-tier",
-    "tier",
-    type=click.Choice(["default", *_TIERS]),
-    default="default",
-    show_default=True,
-    help="The tier whose thresholds start the merge.",
-)
-@click.option("--threshold-file", type=click.Path(path_type=Path), help="Thresholds YAML (base_tier + overrides).")
+@threshold_options
 @click.option(
     "--allow-change",
     "allowed",
@@ -264,11 +257,7 @@ def compare_command(  # click passes options as keywords
 @click.option("--setup", help="A shell command run in each tree first, installing into a per-side environment.")
 @click.option("--baseline", "baselines", multiple=True, type=click.Path(path_type=Path),
               help="Artifact baselines too (repeatable): history for the learning checks.")  # fmt: skip
-@click.option(
-    "--threshold-tier", "tier", type=click.Choice(["default", *_TIERS]), default="default", show_default=True,
-    help="The tier whose thresholds start the merge.",
-)  # fmt: skip
-@click.option("--threshold-file", type=click.Path(path_type=Path), help="Thresholds YAML (base_tier + overrides).")
+@threshold_options
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the report.")
 @click.option(
     "--format", "kind", type=click.Choice(["terminal", "markdown"]),

@@ -10,6 +10,7 @@ from typing import get_args
 
 import click
 
+from canary_action.cli_options import threshold_options
 from canary_action.config.thresholds import Tier
 from canary_action.github.gh_report import CommentWhen, GhReportRequest, gh_report
 
@@ -17,15 +18,7 @@ from canary_action.github.gh_report import CommentWhen, GhReportRequest, gh_repo
 @click.command("gh-report")
 @click.argument("current", type=click.Path(path_type=Path))
 @click.argument("baselines", nargs=-1, type=click.Path(path_type=Path))
-@click.option(
-    "--threshold-tier",
-    "tier",
-    type=click.Choice(get_args(Tier)),
-    default="default",
-    show_default=True,
-    help="The tier whose thresholds start the merge.",
-)
-@click.option("--threshold-file", type=click.Path(path_type=Path), help="Thresholds YAML (base_tier + overrides).")
+@threshold_options
 @click.option(
     "--post-comment/--no-comment", default=True, show_default=True, help="Write the sticky pull request comment."
 )
