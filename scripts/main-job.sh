@@ -15,7 +15,7 @@ out="runs/main-job-$(date -u +%Y%m%dT%H%M%SZ)"
 verdict=0
 .venv/bin/canary compare "$out"/current/*/metrics.json "$out/baseline" --json -o "$out/result.json" || verdict=$?
 if [ -f "$out/result.json" ]; then
-  .venv/bin/canary report "$out/result.json" --format markdown
+  .venv/bin/canary report "$out/result.json" --format terminal
   .venv/bin/canary report "$out/result.json" --format comment -o "$out/comment.md"
 fi
 echo "main job: results in $out (metrics.json of both runs, result.json, comment.md); compare exited $verdict"
