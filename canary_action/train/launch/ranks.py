@@ -16,9 +16,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import threading
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any, Final, TextIO
 
 import yaml
 
@@ -177,10 +178,21 @@ def collect_ranks(directory: Path, world_size: int) -> list[RankRun]:
 
 
 def _run_launcher(command: list[str], limit_s: float) -> int:
-    # The ranks' output goes to stderr: stdout belongs to `canary run`'s summary.
-    with subprocess.Popen(command, stdout=sys.stderr, env=safe_path_environment()) as launcher:
+    # The ranks' output goes to stderr: stdout belongs to `canary run`'s summary. A stderr without a file
+    # descriptor (a Jupyter kernel's, `api.run` in a notebook) gets their lines copied into it instead.
+    relay = not _has_descriptor(sys.stderr)
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE if relay else sys.stderr,
+        stderr=subprocess.STDOUT if relay else None,
+        env=safe_path_environment(),
+    ) as launcher:
+        copier = _copy_to_stderr(launcher.stdout) if relay and launcher.stdout is not None else None
         try:
-            return launcher.wait(timeout=limit_s)
+            code = launcher.wait(timeout=limit_s)
+            if copier is not None:
+                copier.join()  # the pipe closes when the launcher and its workers have exited
+            return code
         except subprocess.TimeoutExpired:
             _stop(launcher)
             raise LaunchTimeoutError(
@@ -189,6 +201,25 @@ def _run_launcher(command: list[str], limit_s: float) -> int:
         except KeyboardInterrupt:
             _stop(launcher)  # Ctrl-C in a terminal reached it too; from a CI cancel it may not have
             raise
+
+
+def _has_descriptor(stream: TextIO) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both of the last two
+        return False
+    return True
+
+
+def _copy_to_stderr(pipe: IO[bytes]) -> threading.Thread:
+    def copy() -> None:
+        for line in pipe:
+            sys.stderr.write(line.decode("utf-8", errors="replace"))
+            sys.stderr.flush()
+
+    copier = threading.Thread(target=copy, name="canary-launcher-output", daemon=True)
+    copier.start()
+    return copier
 
 
 def _stop(launcher: subprocess.Popen[bytes]) -> None:
