@@ -80,9 +80,17 @@ class FaultInjection(StrictModel):
         0.0,
         ge=0,
         le=60,
-        description="Sleep this long inside every step (at most 60 s): a planted wait (a slow data source). A "
-        "sleeping process hands the CPU back, so the rest of its step may run at another speed: for a slowdown that "
-        "costs compute as a real regression does, use extra_matmuls_per_step.",
+        description="Sleep this long inside every step's loss computation (at most 60 s): a planted blocking wait, "
+        "timed as compute. A sleeping process hands the CPU back, so the rest of its step may run at another speed: "
+        "for a slowdown that costs compute as a real regression does, use extra_matmuls_per_step; for a slow data "
+        "pipeline, slow_data_s_per_step.",
+    )
+    slow_data_s_per_step: Number = Field(
+        0.0,
+        ge=0,
+        le=60,
+        description="Sleep this long while fetching each step's batches (at most 60 s): a planted slow data pipeline "
+        "(a slow disk or network share, per-batch decoding), timed as data wait.",
     )
     extra_matmuls_per_step: Count = Field(
         0,

@@ -38,10 +38,11 @@ def instrument(
     count_batch: BatchCounter,
     faults: FaultInjection | None,
 ) -> None:
-    _wrap_data_wait(trainer, counters)
+    data_delay_s = faults.slow_data_s_per_step if faults is not None else 0.0
+    _wrap_data_wait(trainer, counters, data_delay_s)
     _wrap_compute_loss(trainer, counters, count_batch, faults)
     if hasattr(trainer, "dataloader"):  # TRL's PPO iterates its own dataloader in its own loop
-        trainer.dataloader = _CountedLoader(trainer.dataloader, counters, count_batch)
+        trainer.dataloader = _CountedLoader(trainer.dataloader, counters, count_batch, data_delay_s)
     if hasattr(trainer, "_generate_and_score_completions"):
         _wrap_generation(trainer, counters, probe)
 
@@ -49,8 +50,8 @@ def instrument(
 class _CountedLoader:
     """A dataloader seen through the canary: time waiting for each batch, and its tokens."""
 
-    def __init__(self, loader: Any, counters: StepCounters, count_batch: BatchCounter) -> None:
-        self.loader, self.counters, self.count_batch = loader, counters, count_batch
+    def __init__(self, loader: Any, counters: StepCounters, count_batch: BatchCounter, delay_s: float) -> None:
+        self.loader, self.counters, self.count_batch, self.delay_s = loader, counters, count_batch, delay_s
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -63,6 +64,7 @@ class _CountedLoader:
                 batch = next(iterator)
             except StopIteration:
                 return
+            time.sleep(self.delay_s)  # fault_injection.slow_data_s_per_step (PPO fetches one batch a step)
             self.counters.data_wait_s += time.perf_counter() - start
             tokens, samples = self.count_batch(batch)
             self.counters.num_tokens += tokens
@@ -70,13 +72,14 @@ class _CountedLoader:
             yield batch
 
 
-def _wrap_data_wait(trainer: Any, counters: StepCounters) -> None:
+def _wrap_data_wait(trainer: Any, counters: StepCounters, delay_s: float) -> None:
     original = trainer.get_batch_samples
 
     @functools.wraps(original)
     def timed(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
+            time.sleep(delay_s)  # fault_injection.slow_data_s_per_step: a planted slow data pipeline
             return original(*args, **kwargs)
         finally:
             counters.data_wait_s += time.perf_counter() - start

@@ -188,6 +188,18 @@ def test_planted_slowdown_shows_in_step_time(tmp_path: Path) -> None:
     assert slow.summary.step_time_s.median > base.summary.step_time_s.median + 0.3
 
 
+def test_a_planted_slow_data_pipeline_is_timed_as_data_wait(tmp_path: Path) -> None:
+    # 0.3 s per step while the batches are fetched: the step's data wait, not its compute (the root-cause
+    # tutorial's dataloader bottleneck). A sleep holds on a loaded machine; the other work of a step does not.
+    slow = run_canary(tiny("sft", "max_steps=6", "fault_injection.slow_data_s_per_step=0.3"), tmp_path / "a").metrics
+    waits = [w for w in slow.series[m.DATA_WAIT_S] if w is not None]
+    assert len(waits) == 6
+    assert all(w >= 0.3 for w in waits), waits
+    assert slow.summary is not None
+    assert slow.summary.data_wait_share is not None
+    assert slow.summary.data_wait_share > 0.3  # 0.3 s of at most ~0.7 s a step on a loaded machine
+
+
 def test_cpu_threads_are_set_and_recorded(tmp_path: Path) -> None:
     default = run_canary(tiny("sft", "max_steps=2"), tmp_path / "a").metrics
     assert default.env.torch_threads == 1  # cpu_threads: 1 unless the config says otherwise

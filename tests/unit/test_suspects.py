@@ -116,6 +116,17 @@ def test_a_data_wait_slowdown_ranks_the_dataloader_first_with_its_share() -> Non
     assert "kernel" not in categories(suspects)  # compute did not move
 
 
+def test_a_planted_slow_data_pipeline_leads_with_the_measured_wait_not_the_key() -> None:
+    # The root-cause tutorial's dataloader bottleneck: the fault's config key is weaker evidence than the data
+    # wait it caused, which names the mechanism.
+    unplanted = {"fault_injection": {"slow_data_s_per_step": 0.0}}
+    baselines = [run(s, config=unplanted) for s in (1, 2, 3)]
+    planted = run(4, wait=0.3, config={"fault_injection": {"slow_data_s_per_step": 0.3}})
+    suspects = rank(planted, baselines, SLOW)
+    assert [s.category for s in suspects[:2]] == ["dataloader", "config"]
+    assert "slow_data_s_per_step" in suspects[1].summary
+
+
 def test_gradient_checkpointing_turned_on_ranks_config_first() -> None:
     baselines = [run(s, config={"gradient_checkpointing": False}) for s in (1, 2, 3)]
     current = run(4, compute=0.03, config={"gradient_checkpointing": True})
