@@ -208,11 +208,28 @@ def memory_clues(case: Case) -> list[Clue]:
         growth = f"+{grown:.0f} MiB, {pct(grown / alloc[1], signed=True)}"
         line = f"peak allocated {alloc[1]:.0f} → {alloc[0]:.0f} MiB ({growth})"
         clues.append(Clue("memory", 0.35, (line,), MEMORY, f"tensors need {grown:.0f} MiB more at the peak"))
+    clues.extend(_host_memory_clues(case))
     crash = f"{run.status.exception_type or ''}: {run.status.message or ''}"
     if run.status.state == "failed" and "outofmemory" in crash.lower().replace(" ", ""):
         line = f"crashed with {crash[:120]}"
         clues.append(Clue("memory", 0.8, (line,), MEMORY | {"run_status"}, "the run ran out of GPU memory"))
     return clues
+
+
+def _host_memory_clues(case: Case) -> list[Clue]:
+    """A CPU run's peak host RSS against its baselines', none of them profiled (memory.py's host_memory)."""
+    run = case.current
+    unprofiled = [b.host_rss_peak_mib for b in case.baselines if b.profiler is None]
+    host = _with_base(run.host_rss_peak_mib, unprofiled) if run.profiler is None else None
+    if run.device_kind != "cpu" or host is None or (grown := host[0] - host[1]) <= MIN_MEMORY_MIB:
+        return []
+    line = f"peak host RSS {host[1]:.0f} → {host[0]:.0f} MiB ({grown:+.0f} MiB, {pct(grown / host[1], signed=True)})"
+    steps = (
+        "compare the tokens per step and the batch shapes with the baseline's: activations grow with both",
+        "rerun both with profiler.enabled: true and profiler.profile_memory: true to see which ops allocate more",
+    )
+    summary = f"the process holds {grown:.0f} MiB more at its peak (host RSS)"
+    return [Clue("memory", 0.35, (line,), MEMORY, summary, steps)]
 
 
 def numerics_clues(case: Case) -> list[Clue]:

@@ -10,6 +10,7 @@ from canary_action.compare.verdict import compare
 from canary_action.config.thresholds import TIERS, Thresholds
 from tests.unit.test_compare import history, run
 from tests.unit.test_distributed_compare import dist_history, dist_run
+from tests.unit.test_host_memory import cpu_run
 
 DOC = (Path(__file__).parents[2] / "docs" / "compare.md").read_text(encoding="utf-8")
 
@@ -42,4 +43,5 @@ def test_the_checks_table_names_every_check_the_comparison_makes() -> None:
             "algo/kl": [0.01] * 60}  # fmt: skip
     made: CompareResult = compare(run(1, series=algo), history(2, series=algo), TIERS["default"])
     multi = compare(dist_run(1), dist_history(2), TIERS["default"])  # + the checks of multi-process runs
-    assert {c.name for c in made.checks} | {c.name for c in multi.checks} == documented
+    cpu = compare(cpu_run(1), [cpu_run(2), cpu_run(3)], TIERS["default"])  # + the checks of CPU runs
+    assert {c.name for r in (made, multi, cpu) for c in r.checks} == documented
