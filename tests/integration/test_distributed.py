@@ -94,7 +94,9 @@ def test_a_planted_straggler_is_the_slowest_rank_and_the_others_wait_for_it(stra
     assert dist is not None
     assert dist.slowest_rank == 1
     assert dist.rank_imbalance_pct is not None
-    assert dist.rank_imbalance_pct > 50
+    # 50 ms asleep on ~60-90 ms of compute: +59 % on a quiet machine, 42 % with four CPU-bound neighbours (rank
+    # 0's own compute grows with the load, the sleep does not); the check's limit is 10 %.
+    assert dist.rank_imbalance_pct > 25
     rank0, rank1 = dist.ranks
     assert rank0.comm_median_s is not None
     assert rank1.comm_median_s is not None
