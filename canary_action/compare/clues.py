@@ -176,8 +176,9 @@ def op_clues(case: Case) -> list[Clue]:
     growth = case.growth_s
     weight = 0.25 + 0.6 * min(1.0, total / (growth * 1000)) if growth and growth > 0 else 0.4
     lines = tuple(
-        f"{o.name} {kind} time {o.delta_ms:+.2f} ms/step "
-        + (f"({pct(o.delta_ms / o.baseline_ms, signed=True)})" if o.baseline_ms else "(not in the baseline's top ops)")
+        f"{o.name} {kind} time {o.delta_ms:+.2f} ms/step ({pct(o.delta_ms / o.baseline_ms, signed=True)})"
+        if o.baseline_ms
+        else f"{o.name} {kind} time at least {o.delta_ms:+.2f} ms/step (not in the baseline's top ops)"
         for o in top
     )
     names = ", ".join(o.name for o in top)

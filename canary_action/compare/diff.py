@@ -95,21 +95,28 @@ def op_changes(
     """The `top` ops whose self time per profiled step moved most, either way, growth first.
 
     Device time when either window recorded any (on a GPU the host time mostly measures kernel launches),
-    else CPU time. An op in one window's top-ops list only gets None on the other side: it may be new, or
-    just below that window's top-k cut.
+    else CPU time. An op in one window's top-ops list only gets None on the other side: it may be new or gone, or
+    just below that window's top-k cut, anywhere from 0 to that window's smallest listed time. Its change is the
+    smallest it can be (an op that left the list fell by at least its time minus that cut), and 0, left out, when
+    the cut alone could explain it: an op missing from a list is unknown, not 0 ms.
     """
     if baseline is None or current is None or not baseline_steps or not current_steps:
         return []
     device = _has_device_time(baseline) or _has_device_time(current)
     before = _per_step(baseline, baseline_steps, device=device)
     after = _per_step(current, current_steps, device=device)
+    before_cut, after_cut = min(before.values(), default=0.0), min(after.values(), default=0.0)
+
+    def delta(name: str) -> float:
+        if name not in after:
+            return min(0.0, after_cut - before[name])
+        if name not in before:
+            return max(0.0, after[name] - before_cut)
+        return after[name] - before[name]
+
     changes = [
         OpChange(
-            name=name,
-            baseline_ms=before.get(name),
-            current_ms=after.get(name),
-            delta_ms=after.get(name, 0.0) - before.get(name, 0.0),
-            device=device,
+            name=name, baseline_ms=before.get(name), current_ms=after.get(name), delta_ms=delta(name), device=device
         )
         for name in [*before, *(n for n in after if n not in before)]
     ]

@@ -124,12 +124,20 @@ def test_op_times_are_per_profiled_step_and_growth_comes_first() -> None:
     assert changes[-1].delta_ms < 0  # shrinking ops are listed too
 
 
-def test_an_op_in_one_window_only_has_none_on_the_other_side() -> None:
-    changes = op_changes(profile(("aten::old", 1.0, 4.0)), 2, profile(("aten::new", 1.0, 6.0)), 2)
-    by_name = {c.name: c for c in changes}
-    assert (by_name["aten::new"].baseline_ms, by_name["aten::new"].current_ms) == (None, pytest.approx(3.0))
-    assert (by_name["aten::old"].baseline_ms, by_name["aten::old"].current_ms) == (pytest.approx(2.0), None)
-    assert by_name["aten::old"].delta_ms == pytest.approx(-2.0)
+def test_an_op_in_one_window_only_has_none_on_the_other_side_and_the_least_change_it_can_have() -> None:
+    # Per step: before mm 10, old 8 (its cut: 8); after mm 10, new 3 (its cut: 3). `old` is below 3 ms now, so
+    # it fell by at least 5; `new` may have been just under 8 ms before: no growth can be claimed.
+    before = profile(("aten::mm", 1.0, 20.0), ("aten::old", 1.0, 16.0))
+    after = profile(("aten::mm", 1.0, 20.0), ("aten::new", 1.0, 6.0))
+    by_name = {c.name: c for c in op_changes(before, 2, after, 2)}
+    assert (by_name["aten::old"].baseline_ms, by_name["aten::old"].current_ms) == (pytest.approx(8.0), None)
+    assert by_name["aten::old"].delta_ms == pytest.approx(-5.0)
+    assert "aten::new" not in by_name
+    # The other way round: a new op above everything the baseline listed grew by at least its excess.
+    by_name = {c.name: c for c in op_changes(after, 2, before, 2)}
+    assert (by_name["aten::old"].baseline_ms, by_name["aten::old"].current_ms) == (None, pytest.approx(8.0))
+    assert by_name["aten::old"].delta_ms == pytest.approx(5.0)
+    assert "aten::new" not in by_name
 
 
 def test_cpu_times_are_used_when_no_window_has_device_time() -> None:
