@@ -1,8 +1,8 @@
 """Memory checks: peak CUDA memory allocated (`max_memory`, rlhf-canary 0.1's name) and reserved, and on a CPU
 run the process's peak resident memory (`host_memory`), which holds what a GPU run keeps on the device.
 
-A peak is one number per run, nearly deterministic on a GPU (the host RSS of identical tiny CPU runs spanned
-581-615 MiB over an hour here, docs/benchmarks.md#host-memory-on-cpu-runs). It fails when it grows by more
+A peak is one number per run, nearly deterministic on a GPU (the peak host RSS of identical tiny CPU runs spanned
+589-613 MiB here, docs/benchmarks.md#host-memory-on-cpu-runs). It fails when it grows by more
 than max_mem_increase_mb or more than max_mem_increase_pct (either limit), and, with several baselines, by more
 than k x their spread, so allocator jitter never fails a pull request. GPU runs get no host_memory check: their
 host RSS is the Python process and its libraries, not the workload, and a longer sequence would otherwise fail
@@ -39,7 +39,7 @@ def _host_memory(ctx: Context) -> Check:
     """Peak host RSS of a run without a profiler window, against the baselines without one: the profiler holds
     every recorded event in host memory until its export (+120-160 MiB on the tiny model, more the more ops the
     window records), a cost of measuring that would otherwise read as the pull request's."""
-    current = ctx.current.host_rss_peak_mib
+    current = ctx.current.host_peak_rss_mib
     if ctx.current.profiler is not None:
         return skipped("host_memory", "memory", "MiB", PROFILED, current=current)
     unprofiled = [b for b in ctx.perf.usable if b.profiler is None]
@@ -47,7 +47,7 @@ def _host_memory(ctx: Context) -> Check:
         why = "every baseline ran the profiler, whose recorded events hold host memory: their peaks are not alike"
         return skipped("host_memory", "memory", "MiB", why, current=current)
     return _peak(replace(ctx, perf=replace(ctx.perf, usable=unprofiled)), "host_memory", "host RSS",
-                 lambda r: r.host_rss_peak_mib, cuda=False)  # fmt: skip
+                 lambda r: r.host_peak_rss_mib, cuda=False)  # fmt: skip
 
 
 def memory_limit_mib(base: float, max_mb: float, max_pct: float, margin: float) -> float:
@@ -59,14 +59,14 @@ def _peak(ctx: Context, name: str, kind: str, get: Peak, *, cuda: bool = True) -
     current = get(ctx.current)
     if current is None:
         return skipped(name, "memory", "MiB", "no CUDA memory in this run (CPU): host_memory judges its RSS" if cuda
-                       else "the run recorded no host RSS")  # fmt: skip
+                       else "the run recorded no peak host RSS (read on Linux)")  # fmt: skip
     if not ctx.perf.usable:
         if ctx.perf.differences:
             return not_comparable(name, "memory", "MiB", ctx.perf)
         return no_baseline(name, "memory", "MiB", current)
     values = [v for b in ctx.perf.usable if (v := get(b)) is not None]
     if not values:
-        why = f"the baseline recorded no {'CUDA memory' if cuda else 'host RSS'}"
+        why = f"the baseline recorded no {'CUDA memory' if cuda else 'peak host RSS (an older release, or not Linux)'}"
         fix = f"on a GPU runner, {NEW_BASELINE}" if cuda else NEW_BASELINE
         return skipped(name, "memory", "MiB", why, current=current, fix=fix)
     t = ctx.thresholds

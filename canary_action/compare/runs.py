@@ -53,8 +53,9 @@ class RunData:
     """False for rlhf-canary 0.1 (its tokens/s came from the config, not from the batches)."""
     peak_allocated_mib: float | None = None
     peak_reserved_mib: float | None = None
-    host_rss_peak_mib: float | None = None
-    """The process's peak resident memory (rank 0's on several processes); judged on CPU runs only."""
+    host_peak_rss_mib: float | None = None
+    """The process's peak resident memory in its steps outside the profiler window (rank 0's on several
+    processes; Linux, from this release on); judged on CPU runs only."""
     gpu_utilization_pct: float | None = None
     data_wait_share: float | None = None
     generation_share: float | None = None
@@ -203,7 +204,7 @@ def from_metrics(metrics: Metrics, source: str, *, warmup_steps: int | None = No
         tokens_per_s=summary.tokens_per_s if summary else None,
         peak_allocated_mib=summary.peak_allocated_mib if summary else None,
         peak_reserved_mib=summary.peak_reserved_mib if summary else None,
-        host_rss_peak_mib=summary.host_rss_peak_mib if summary else None,
+        host_peak_rss_mib=summary.host_peak_rss_mib if summary else None,
         gpu_utilization_pct=summary.gpu_utilization_mean_pct if summary else None,
         data_wait_share=summary.data_wait_share if summary else None,
         generation_share=summary.generation_share if summary else None,

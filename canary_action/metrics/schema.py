@@ -30,6 +30,8 @@ LEARNING_RATE = "train/learning_rate"
 PEAK_ALLOCATED_MIB = "memory/peak_allocated_mib"
 PEAK_RESERVED_MIB = "memory/peak_reserved_mib"
 HOST_RSS_MIB = "memory/host_rss_mib"
+#: The process's peak resident memory during the step (Linux: VmHWM, reset at every step start); absent elsewhere.
+HOST_PEAK_RSS_MIB = "memory/host_peak_rss_mib"
 GPU_UTILIZATION_PCT = "gpu/utilization_pct"
 IN_PROFILER_WINDOW = "perf/in_profiler_window"
 ALGO_PREFIX = "algo/"
@@ -148,7 +150,12 @@ class Summary(Record):
     samples_per_s: float | None
     peak_allocated_mib: float | None
     peak_reserved_mib: float | None
-    host_rss_peak_mib: float | None
+    host_rss_peak_mib: float | None = Field(description="The largest host RSS sampled at a step's end.")
+    host_peak_rss_mib: float | None = Field(
+        None,
+        description="The process's peak resident memory during the steps outside the profiler window (Linux: the "
+        "kernel's high-water mark, reset at every step start, so it sees the peak inside a step); None elsewhere.",
+    )
     gpu_utilization_mean_pct: float | None
     data_wait_share: float | None = Field(description="Share of steady step time spent waiting for batches.")
     generation_share: float | None = Field(description="Share of steady step time spent generating (online RL).")

@@ -102,6 +102,7 @@ def summarize(series: Mapping[str, Column], *, warmup: int | Literal["auto"], pr
         peak_allocated_mib=_peak(series, schema.PEAK_ALLOCATED_MIB),
         peak_reserved_mib=_peak(series, schema.PEAK_RESERVED_MIB),
         host_rss_peak_mib=_peak(series, schema.HOST_RSS_MIB),
+        host_peak_rss_mib=_peak_outside(series, schema.HOST_PEAK_RSS_MIB, profiler_steps),
         gpu_utilization_mean_pct=float(statistics.mean(gpu_util)) if gpu_util else None,
         data_wait_share=_rate(series, schema.DATA_WAIT_S, durations, steady),
         generation_share=_rate(series, schema.GENERATION_S, durations, steady),
@@ -258,6 +259,16 @@ def _rate(series: Mapping[str, Column], name: str, durations: list[float | None]
         return None
     value = sum(a for a, _ in pairs) / total_time
     return value if math.isfinite(value) else None
+
+
+def _peak_outside(series: Mapping[str, Column], name: str, profiler_steps: range | None) -> float | None:
+    """The largest finite value of a column on the steps outside the profiler window (whose events hold memory)."""
+    if name not in series:
+        return None
+    rows = steady_rows(series, warmup_steps=0, profiler_steps=profiler_steps)
+    column = _column(series, name, len(series.get(schema.STEP) or []))
+    values = [v for i in rows if (v := column[i]) is not None and math.isfinite(v)]
+    return max(values) if values else None
 
 
 def _peak(series: Mapping[str, Column], name: str) -> float | None:

@@ -1,4 +1,4 @@
-"""Per-step readings of the device and host: CUDA peak memory, NVML utilisation, host RSS.
+"""Per-step readings of the device and host: CUDA peak memory, NVML utilisation, host RSS and its peak in the step.
 
 One `DeviceProbe` per run. On CPU it reads only the host; nothing here pretends to measure what this
 machine does not have (no zeros for a GPU that is not there: the columns are simply absent).
@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -17,6 +19,8 @@ from canary_action.metrics import schema as m
 from canary_action.train.gpu_health import gpu_health
 
 _MIB = 1024 * 1024
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+_STATUS = Path("/proc/self/status")
 
 
 class DeviceProbe:
@@ -26,6 +30,7 @@ class DeviceProbe:
         self._process = psutil.Process(os.getpid())
         self._nvml_handle = _nvml_handle(device) if self.cuda else None
         self.warnings: list[str] = []
+        self._host_peak_reset = False
         if self.cuda and self._nvml_handle is None:
             self.warnings.append(
                 "GPU utilisation not measured: NVML (nvidia-ml-py or the driver library) is unavailable"
@@ -46,10 +51,14 @@ class DeviceProbe:
     def reset_peaks(self) -> None:
         if self.cuda:
             torch.cuda.reset_peak_memory_stats(self.device)
+        self._host_peak_reset = _reset_host_peak()
 
     def step_readings(self) -> dict[str, float | None]:
         """Peaks since the previous call (then reset), host RSS now, GPU utilisation over NVML's last sample."""
         readings: dict[str, float | None] = {m.HOST_RSS_MIB: self._process.memory_info().rss / _MIB}
+        if self._host_peak_reset:  # else VmHWM would be the peak since the process started, not the step's
+            readings[m.HOST_PEAK_RSS_MIB] = _host_peak_mib()
+        self._host_peak_reset = _reset_host_peak()  # the next step's mark starts here, like the CUDA peaks
         if self.cuda:
             readings[m.PEAK_ALLOCATED_MIB] = torch.cuda.max_memory_allocated(self.device) / _MIB
             readings[m.PEAK_RESERVED_MIB] = torch.cuda.max_memory_reserved(self.device) / _MIB
@@ -59,6 +68,24 @@ class DeviceProbe:
 
             readings[m.GPU_UTILIZATION_PCT] = float(pynvml.nvmlDeviceGetUtilizationRates(self._nvml_handle).gpu)
         return readings
+
+
+def _reset_host_peak() -> bool:
+    """Reset the kernel's record of this process's peak RSS (VmHWM; Linux >= 4.0); False where it cannot."""
+    try:
+        _CLEAR_REFS.write_text("5", encoding="ascii")  # 5: the peak RSS only (1-4 clear page bits)
+    except OSError:
+        return False
+    return True
+
+
+def _host_peak_mib() -> float | None:
+    """VmHWM of /proc/self/status in MiB: the peak RSS since the last reset."""
+    try:
+        found = re.search(r"^VmHWM:\s+(\d+) kB$", _STATUS.read_text(encoding="ascii"), re.MULTILINE)
+    except OSError:
+        return None
+    return int(found.group(1)) / 1024 if found else None
 
 
 def _nvml_handle(device: torch.device) -> Any:

@@ -31,7 +31,7 @@ def cpu_run(seed: int, *, extra_mib: float = 0.0, profiled: bool = False, rss: b
         schema.PEAK_ALLOCATED_MIB: None,
         schema.PEAK_RESERVED_MIB: None,
         schema.GPU_UTILIZATION_PCT: None,
-        schema.HOST_RSS_MIB: [RSS_MIB + extra_mib + seed % 5 + 0.1 * s for s in range(STEPS)] if rss else None,
+        schema.HOST_PEAK_RSS_MIB: [RSS_MIB + extra_mib + seed % 5 + 0.1 * s for s in range(STEPS)] if rss else None,
     }
     metrics = make_metrics(
         num_steps=STEPS,
