@@ -34,10 +34,13 @@ def _builder() -> ModuleType:
     return module
 
 
-def test_there_are_tutorials() -> None:
+def test_there_are_tutorials_and_the_readme_links_each() -> None:
     names = [p.name for p in NOTEBOOKS]
-    assert "01-quickstart.ipynb" in names
-    assert "02-stability.ipynb" in names
+    expected = ["quickstart", "stability", "profiler", "root-cause", "ci", "lockstep"]
+    assert names == [f"{n:02d}-{topic}.ipynb" for n, topic in enumerate(expected, 1)]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for name in names:
+        assert f"(docs/tutorials/{name})" in readme, f"README.md has no line for {name}"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
