@@ -108,8 +108,8 @@ assert step_time_unchanged.status != "fail", step_time_unchanged.message
 #
 # Now a pull request that adds work to every training step. We plant it with the config's fault injection:
 # `fault_injection.extra_matmuls_per_step` does that many extra 256x256 matrix products inside each step —
-# compute, as a real regression costs (a slower kernel, an extra copy). 2,000 products make a step of about
-# 0.1 s several times slower on a 2-core CPU: a blunt regression, because separate runs on a busy machine drift by
+# compute, as a real regression costs (a slower kernel, an extra copy). 2,000 products make a step of 50-100
+# ms many times slower on a 2-core CPU: a blunt regression, because separate runs on a busy machine drift by
 # tens of percent and the gate widens its limit to match (the step-time check below says by how much; a lockstep
 # pair, docs/lockstep.md, catches +10 %). `overrides` are `canary run --set`'s `KEY.PATH=VALUE` strings.
 
@@ -223,5 +223,7 @@ plt.show()
 #   [docs/examples/](../examples/README.md)).
 # - How the limits and intervals are set, and every check: [docs/compare.md](../compare.md).
 # - Separate runs on a busy machine drift; a lockstep pair trains both sides in turns so the drift cancels:
-#   [docs/lockstep.md](../lockstep.md).
-# - NaNs, divergence and grad-norm spikes: the next tutorial, [02-stability.ipynb](02-stability.ipynb).
+#   [docs/lockstep.md](../lockstep.md), and the tutorial [06-lockstep.ipynb](06-lockstep.ipynb).
+# - NaNs, divergence and grad-norm spikes: the next tutorial, [02-stability.ipynb](02-stability.ipynb); then the
+#   profiler ([03](03-profiler.ipynb)), root-cause analysis ([04](04-root-cause.ipynb)) and CI
+#   ([05](05-ci.ipynb)).
