@@ -79,19 +79,9 @@ def hog(on: bool) -> Iterator[None]:
 
 def matmul_s() -> float:
     """One 256x256 float32 product on one thread, as fault_injection.extra_matmuls_per_step does it."""
-    import torch
+    from canary_action.train.instrument import PlantedWork
 
-    torch.set_num_threads(1)
-    a, b = torch.randn(256, 256), torch.randn(256, 256)
-    for _ in range(50):
-        torch.mm(a, b)
-    times = []
-    for _ in range(5):
-        start = time.perf_counter()
-        for _ in range(200):
-            torch.mm(a, b)
-        times.append((time.perf_counter() - start) / 200)
-    return statistics.median(times)
+    return statistics.median(PlantedWork.timings_s(rounds=5))
 
 
 def run_pair(base: Path, head: Path, out: Path, steps: int, ablation: Sequence[str] = ()) -> tuple[Path, float]:

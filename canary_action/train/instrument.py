@@ -159,6 +159,21 @@ class PlantedWork:
             for _ in range(self.count):
                 torch.mm(a, b)  # the same operands each time: constant cost, no overflow or denormals
 
+    @classmethod
+    def timings_s(cls, rounds: int = 5, per_round: int = 200) -> list[float]:
+        """Seconds per planted product on the CPU on one thread (as the canary trains), one figure per round of
+        `per_round` products after a warm-up: to size extra_matmuls_per_step as a share of a measured step."""
+        torch.set_num_threads(1)
+        work = cls(per_round)
+        device = torch.device("cpu")
+        work.run(device)  # warm-up: operands made, caches and the allocator settled
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            work.run(device)
+            times.append((time.perf_counter() - start) / per_round)
+        return times
+
 
 def _device_of(result: Any) -> torch.device:
     loss = result[0] if isinstance(result, tuple) else result

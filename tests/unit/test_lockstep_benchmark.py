@@ -42,3 +42,19 @@ def test_the_process_spread_is_the_excess_over_the_rounds_error() -> None:
     wide = [judged(100 * math.expm1(s * 0.02), 0.01) for s in (1, -1, 1, -1)]
     assert math.isclose(lockstep.process_spread(wide), math.sqrt(3) * 0.01, rel_tol=0.02)
     assert lockstep.expected_false_alarms(wide, fitted=0.0) < lockstep.expected_false_alarms(wide, fitted=0.03)
+
+
+def test_a_planted_product_is_timed_per_round_on_one_thread() -> None:
+    import torch
+
+    from canary_action.train.instrument import PlantedWork
+
+    threads = torch.get_num_threads()
+    try:
+        times = PlantedWork.timings_s(rounds=3, per_round=20)
+        assert len(times) == 3
+        assert all(0 < t < 1 for t in times)  # a 256x256 product: well under a millisecond, even loaded under 1 s
+        assert torch.get_num_threads() == 1
+        assert 0 < lockstep.matmul_s() < 1
+    finally:
+        torch.set_num_threads(threads)

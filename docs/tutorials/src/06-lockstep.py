@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import torch
 from IPython.display import Markdown, display
 
 from canary_action import api
+from canary_action.train.instrument import PlantedWork
 
 
 def find_repo() -> Path:
@@ -93,18 +93,9 @@ for outcome in baselines:
 
 # %%
 def matmul_s() -> float:
-    """One 256x256 float32 product on one thread, as fault_injection.extra_matmuls_per_step does it."""
-    torch.set_num_threads(1)
-    a, b = torch.randn(256, 256), torch.randn(256, 256)
-    for _ in range(50):
-        torch.mm(a, b)
-    times = []
-    for _ in range(7):
-        start = time.perf_counter()
-        for _ in range(200):
-            torch.mm(a, b)
-        times.append((time.perf_counter() - start) / 200)
-    return min(times)
+    """One 256x256 float32 product on one thread, as fault_injection.extra_matmuls_per_step does it: the
+    quickest of 7 rounds of 200 (PlantedWork.timings_s, as benchmarks/lockstep.py times it)."""
+    return min(PlantedWork.timings_s(rounds=7))
 
 
 SHARE = 0.30
