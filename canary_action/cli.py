@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final, cast
 
 import click
 
-from canary_action import __version__
+from canary_action import __version__, interrupts
 from canary_action.cli_github import gh_report_command
 from canary_action.cli_options import threshold_options
 from canary_action.config.thresholds import Tier
@@ -71,8 +71,9 @@ def exit_code(error: CanaryError) -> int:
 
 
 def main() -> None:
-    # A cancelled CI job's SIGTERM as an interrupt: `run` and `pair` write what they measured before exiting.
-    signal.signal(signal.SIGTERM, _interrupted)
+    # Ctrl-C and a cancelled CI job's SIGTERM as interrupts that cannot be lost: `run` and `pair` write what they
+    # measured before exiting.
+    interrupts.install()
     try:
         # Not standalone, so that errors reach the handlers below; click then *returns* a command's exit code.
         code = cli.main(prog_name="canary", standalone_mode=False)
@@ -97,10 +98,6 @@ def main() -> None:
             err=True,
         )
         sys.exit(EXIT_INFRA)
-
-
-def _interrupted(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _interrupted_message(cause: BaseException | None) -> str:

@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 import torch
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
+from canary_action import interrupts
 from canary_action.metrics import schema as m
 from canary_action.train.probes import DeviceProbe
 
@@ -152,6 +153,7 @@ class MetricsCallback(TrainerCallback):
         self._grad_norms = torch.stack(torch._foreach_norm(grads)).float() if grads else None
 
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
+        interrupts.raise_if_pending()  # a Ctrl-C swallowed inside the step (a finaliser's) still ends the run
         self.probe.synchronize()
         now = time.perf_counter()
         step = state.global_step
