@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from canary_action.compare.breakdown import OUTLIER_RATIO, BreakdownDelta, ComponentDelta
+from canary_action.compare.memory import host_peak
 from canary_action.compare.result import Change, Check, OpChange, SuspectCategory
 from canary_action.compare.runs import RunData
 
@@ -220,8 +221,7 @@ def memory_clues(case: Case) -> list[Clue]:
 def _host_memory_clues(case: Case) -> list[Clue]:
     """A CPU run's peak host RSS against its baselines', none of them profiled (memory.py's host_memory)."""
     run = case.current
-    unprofiled = [b.host_peak_rss_mib for b in case.baselines if b.profiler is None]
-    host = _with_base(run.host_peak_rss_mib, unprofiled) if run.profiler is None else None
+    host = _with_base(host_peak(run), [host_peak(b) for b in case.baselines])
     if run.device_kind != "cpu" or host is None or (grown := host[0] - host[1]) <= MIN_MEMORY_MIB:
         return []
     line = f"peak host RSS {host[1]:.0f} → {host[0]:.0f} MiB ({grown:+.0f} MiB, {pct(grown / host[1], signed=True)})"

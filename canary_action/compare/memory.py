@@ -35,6 +35,12 @@ def memory_checks(ctx: Context) -> list[Check]:
     return checks
 
 
+def host_peak(run: RunData) -> float | None:
+    """A run's peak host RSS where it can be compared: None for a run that profiled, whose recorded events hold
+    host memory until the trace is written (shared by host_memory and its suspect, clues.py)."""
+    return run.host_peak_rss_mib if run.profiler is None else None
+
+
 def _host_memory(ctx: Context) -> Check:
     """Peak host RSS of a run without a profiler window, against the baselines without one: the profiler holds
     every recorded event in host memory until its export (+120-160 MiB on the tiny model, more the more ops the
@@ -46,8 +52,8 @@ def _host_memory(ctx: Context) -> Check:
     if ctx.perf.usable and not unprofiled:
         why = "every baseline ran the profiler, whose recorded events hold host memory: their peaks are not alike"
         return skipped("host_memory", "memory", "MiB", why, current=current)
-    return _peak(replace(ctx, perf=replace(ctx.perf, usable=unprofiled)), "host_memory", "host RSS",
-                 lambda r: r.host_peak_rss_mib, cuda=False)  # fmt: skip
+    return _peak(replace(ctx, perf=replace(ctx.perf, usable=unprofiled)), "host_memory", "host RSS", host_peak,
+                 cuda=False)  # fmt: skip
 
 
 def memory_limit_mib(base: float, max_mb: float, max_pct: float, margin: float) -> float:
