@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 from canary_action.compare import paired
 from canary_action.compare.context import (
@@ -19,7 +20,7 @@ from canary_action.compare.context import (
 )
 from canary_action.compare.result import Check, Interval
 from canary_action.compare.runs import RunData
-from canary_action.compare.stats import Effect, Sample, compare_levels, judge, prior_ratio
+from canary_action.compare.stats import Decision, Effect, Sample, compare_levels, judge, judge_paired, prior_ratio
 from canary_action.metrics import schema as m
 
 TOKENS_PER_STEP_SAME = 0.005  # within 0.5 %: the same batches, so tokens/s is step time in other units
@@ -216,20 +217,24 @@ def _points(ctx: Context, name: str, get: Callable[[RunData], float | None], lim
 def judged(
     name: str, unit: str, effect: Effect, limit: float, ctx: Context, *, worse: str, current: float | None
 ) -> Check:
-    """A statistical check's row: `effect` judged against `limit` (widened to the noise), with its interval."""
-    decision = judge(effect, limit, ctx.thresholds.run_spread_k, worse="higher" if worse == "higher" else "lower")
+    """A statistical check's row: `effect` judged with its interval. Separate runs: against `limit` (the tier's),
+    widened to the noise. A lockstep pair: by its own precision (`judge_paired`: the minimum effect, raised to
+    the pair's noise), whatever `limit` is."""
+    k = ctx.thresholds.run_spread_k
+    direction: Literal["higher", "lower"] = "higher" if worse == "higher" else "lower"
+    if effect.paired_rounds is not None:
+        limit = ctx.thresholds.paired_min_effect_pct
+        decision = judge_paired(effect, limit, k, worse=direction)
+        message = _paired_message(effect, decision, limit, direction)
+    else:
+        decision = judge(effect, limit, k, worse=direction)
+        sign = "+" if worse == "higher" else "−"
+        clear = "clear" if (effect.low_pct > 0 or effect.high_pct < 0) else "not statistically clear"
+        message = (
+            f"{effect.delta_pct:+.1f} % [{effect.low_pct:+.1f} %, {effect.high_pct:+.1f} %] against "
+            f"{_baselines(effect.num_baselines)}, {clear}; limit {sign}{decision.limit_pct:.1f} %"
+        )
     base = current / (1 + effect.delta_pct / 100) if current is not None else None
-    sign = "+" if worse == "higher" else "−"
-    clear = "clear" if (effect.low_pct > 0 or effect.high_pct < 0) else "not statistically clear"
-    against = (
-        f"paired with the base side over {effect.paired_rounds} lockstep rounds"
-        if effect.paired_rounds is not None
-        else f"against {_baselines(effect.num_baselines)}"
-    )
-    message = (
-        f"{effect.delta_pct:+.1f} % [{effect.low_pct:+.1f} %, {effect.high_pct:+.1f} %] {against}, {clear}; "
-        f"limit {sign}{decision.limit_pct:.1f} %"
-    )
     return Check(
         name=name,
         group="perf",
@@ -242,11 +247,28 @@ def judged(
         interval=Interval(low=effect.low_pct, high=effect.high_pct, level=effect.level),
         threshold=decision.limit_pct if worse == "higher" else -decision.limit_pct,
         threshold_unit="%",
-        threshold_note=_noise_note(effect, limit, decision.limit_pct, ctx.thresholds.run_spread_k)
-        if decision.widened
-        else None,
+        threshold_note=_noise_note(effect, limit, decision.limit_pct, k) if decision.widened else None,
         message=message,
     )
+
+
+def _paired_message(effect: Effect, decision: Decision, min_effect: float, worse: Literal["higher", "lower"]) -> str:
+    """The rule a pair was judged by, in one line: "+11.0 % [+7.4, +14.7] over 32 rounds — above the 3 % minimum
+    effect"."""
+    figure = (
+        f"{effect.delta_pct:+.1f} % [{effect.low_pct:+.1f}, {effect.high_pct:+.1f}] paired over {effect.paired_rounds} rounds"
+    )
+    change = effect.delta_pct if worse == "higher" else -effect.delta_pct
+    beyond = "above" if worse == "higher" else "a drop beyond"
+    minimum = f"the {min_effect:g} % minimum effect"
+    if decision.widened:
+        minimum = f"the {decision.limit_pct:.1f} % minimum effect ({min_effect:g} %, raised to this pair's noise)"
+    clear = effect.low_pct > 0 if worse == "higher" else effect.high_pct < 0
+    if change > decision.limit_pct:
+        return f"{figure} — {beyond} {minimum}" + ("" if clear else ", but not statistically clear")
+    if clear and change > min_effect:
+        return f"{figure} — clear and over {min_effect:g} %, but within {minimum}"
+    return f"{figure} — within {minimum}"
 
 
 def _noise_note(effect: Effect, limit: float, applied: float, k: float) -> str:

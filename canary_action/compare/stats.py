@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Final, Literal
 
@@ -151,6 +151,19 @@ def judge(effect: Effect, threshold_pct: float, k: float, *, worse: Literal["hig
     if clear and change > threshold_pct:
         return Decision("warn", limit, True)
     return Decision("pass", limit, floor > threshold_pct)
+
+
+def judge_paired(effect: Effect, min_effect_pct: float, k: float, *, worse: Literal["higher", "lower"]) -> Decision:
+    """A lockstep pair's rule: judged by the precision the pair has, not by the separate-run limits.
+
+    The limit is the minimum effect (paired_min_effect_pct), raised to k x the pair's own noise SD when that is
+    larger, so that a noisy pair cannot fail on noise. Fail when the change is worse than the limit and clear
+    (the interval excludes 0); warn when it is worse than the limit but not clear, or clear and worse than the
+    minimum effect but inside the raise.
+    """
+    decision = judge(effect, min_effect_pct, k, worse=worse)
+    over = (effect.delta_pct if worse == "higher" else -effect.delta_pct) > decision.limit_pct
+    return replace(decision, status="warn") if decision.status == "pass" and over else decision
 
 
 def per_step_log_sd(values: Sequence[float] | None) -> float | None:

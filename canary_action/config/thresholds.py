@@ -78,6 +78,21 @@ class Thresholds(BaseModel):
         ge=0,
         description="Fail when the collectives' own time per step grows more (%) (statistical, like step time).",
     )
+    # CUDA runs that timed the GPU. A default, like the two above.
+    max_gpu_time_increase_pct: Number = Field(
+        10.0,
+        ge=0,
+        description="Fail when the GPU's own busy time per steady step (kernels, copies) grows more (%) "
+        "(statistical, like step time).",
+    )
+    # Lockstep pairs. A default, like the two above: a result.json written before it still loads.
+    paired_min_effect_pct: Number = Field(
+        3.0,
+        ge=0,
+        description="Lockstep pairs: fail when step time, tokens/s or GPU time is clearly worse by more than this "
+        "(%), raised to run_spread_k x the pair's own noise SD when that is larger; the separate-run limits "
+        "(max_step_time_increase_pct, max_tps_drop_pct, max_gpu_time_increase_pct) do not apply to a pair.",
+    )
     # rlhf-canary 0.1's key. A default, like the two above: a result.json written before it still loads.
     confidence_level: ConfidenceLevel = Field(
         DEFAULT_CONFIDENCE_LEVEL,
@@ -110,6 +125,8 @@ class ThresholdOverrides(BaseModel):
     fail_on_learning: bool | None = None
     max_rank_imbalance_pct: Number | None = Field(None, ge=0)
     max_comm_time_increase_pct: Number | None = Field(None, ge=0)
+    max_gpu_time_increase_pct: Number | None = Field(None, ge=0)
+    paired_min_effect_pct: Number | None = Field(None, ge=0)
     confidence_level: ConfidenceLevel | None = None
 
 
@@ -124,39 +141,41 @@ class ThresholdFile(ThresholdOverrides):
 _NEWER: Final = {
     "run_spread_k": 3.0, "max_first_step_increase_pct": 50.0, "max_gpu_util_drop_pp": 10.0,
     "max_data_wait_increase_pp": 5.0, "grad_norm_spikes_allowed": 2, "max_algo_metric_change_pct": 20.0,
-    "fail_on_learning": False,
+    "fail_on_learning": False, "paired_min_effect_pct": 3.0,
 }  # fmt: skip
 
-# A straggler X % slower holds every rank back by about X % of the compute, so the imbalance limit is the tier's
-# step-time limit. The collectives are a part of the step and noisier than it: twice the step-time limit (a
-# 20 % slower all-reduce at a 30 % share of the step costs 6 % of it).
-_DISTRIBUTED: Final[dict[Tier, dict[str, float]]] = {
-    "default": {"max_rank_imbalance_pct": 10.0, "max_comm_time_increase_pct": 20.0},
-    "smoke": {"max_rank_imbalance_pct": 15.0, "max_comm_time_increase_pct": 30.0},
-    "perf": {"max_rank_imbalance_pct": 8.0, "max_comm_time_increase_pct": 15.0},
-    "nightly": {"max_rank_imbalance_pct": 5.0, "max_comm_time_increase_pct": 10.0},
+# Limits derived from the tier's step-time limit. A straggler X % slower holds every rank back by about X % of the
+# compute, so the imbalance limit is the step-time limit. The collectives are a part of the step and noisier than
+# it: twice the step-time limit (a 20 % slower all-reduce at a 30 % share of the step costs 6 % of it). The GPU's
+# busy time is measured per step like the step itself and about as steady (summed kernel times, no host gaps):
+# the step-time limit.
+_FROM_STEP_TIME: Final[dict[Tier, dict[str, float]]] = {
+    "default": {"max_rank_imbalance_pct": 10.0, "max_comm_time_increase_pct": 20.0, "max_gpu_time_increase_pct": 10.0},
+    "smoke": {"max_rank_imbalance_pct": 15.0, "max_comm_time_increase_pct": 30.0, "max_gpu_time_increase_pct": 15.0},
+    "perf": {"max_rank_imbalance_pct": 8.0, "max_comm_time_increase_pct": 15.0, "max_gpu_time_increase_pct": 8.0},
+    "nightly": {"max_rank_imbalance_pct": 5.0, "max_comm_time_increase_pct": 10.0, "max_gpu_time_increase_pct": 5.0},
 }
 
 TIERS: Final[dict[Tier, Thresholds]] = {
     "default": Thresholds(
         max_step_time_increase_pct=10, max_tps_drop_pct=8, max_mem_increase_mb=500, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=20,
-        loss_curve_tolerance_pct=10, **_NEWER, **_DISTRIBUTED["default"],
+        loss_curve_tolerance_pct=10, **_NEWER, **_FROM_STEP_TIME["default"],
     ),
     "smoke": Thresholds(
         max_step_time_increase_pct=15, max_tps_drop_pct=12, max_mem_increase_mb=1000, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=10,
-        loss_curve_tolerance_pct=15, **_NEWER, **_DISTRIBUTED["smoke"],
+        loss_curve_tolerance_pct=15, **_NEWER, **_FROM_STEP_TIME["smoke"],
     ),
     "perf": Thresholds(
         max_step_time_increase_pct=8, max_tps_drop_pct=5, max_mem_increase_mb=300, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=50,
-        loss_curve_tolerance_pct=10, **_NEWER, **_DISTRIBUTED["perf"],
+        loss_curve_tolerance_pct=10, **_NEWER, **_FROM_STEP_TIME["perf"],
     ),
     "nightly": Thresholds(
         max_step_time_increase_pct=5, max_tps_drop_pct=3, max_mem_increase_mb=200, max_mem_increase_pct=20,
         nan_steps_allowed=0, inf_steps_allowed=0, max_loss_increase_pct=50, min_step_count=100,
-        loss_curve_tolerance_pct=10, **_NEWER, **_DISTRIBUTED["nightly"],
+        loss_curve_tolerance_pct=10, **_NEWER, **_FROM_STEP_TIME["nightly"],
     ),
 }  # fmt: skip
 

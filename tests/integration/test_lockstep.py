@@ -67,7 +67,7 @@ def test_a_planted_slowdown_on_the_head_side_is_a_regression_named_on_it(tmp_pat
     assert result["verdict"] == "regression"
     step = next(c for c in result["checks"] if c["name"] == "step_time")
     assert step["status"] == "fail"
-    assert "paired with the base side" in step["message"]
+    assert "minimum effect" in step["message"]
     assert result["pairing"]["head_tree"] == str(head.resolve())
     assert result["suspects"][0]["evidence"], "the planted key is named as the cause"
     assert "extra_matmuls_per_step" in json.dumps(result["suspects"][0])

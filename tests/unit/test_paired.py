@@ -65,7 +65,7 @@ def test_a_planted_slowdown_is_found_through_drift_that_hides_it_from_separate_r
     assert step.status == "fail"
     assert step.interval is not None
     assert step.interval.low < 10 < step.interval.high
-    assert "paired with the base side over" in step.message
+    assert "paired over 60 rounds — above the 3.3 % minimum effect" in step.message
     assert result.pairing is not None
     assert result.pairing.base_run_id == f"{PAIR}-base"
     assert result.noise is not None
@@ -78,6 +78,44 @@ def test_a_planted_slowdown_is_found_through_drift_that_hides_it_from_separate_r
     separate = judge(base, head)
     assert check(separate, "step_time").status != "fail"
     assert separate.pairing is None
+
+
+def test_a_pair_is_judged_by_its_own_precision_not_by_the_separate_run_limit(tmp_path: Path) -> None:
+    """+5 % is under every tier's separate-run limit but default (10 %), and a pair with ~1 % noise catches it: the
+    pair's limit is the 3 % minimum effect raised to 3 x its noise SD, whatever the tier or the step-time limit."""
+    base, head = make_pair(tmp_path, slowdown=0.05)
+    lenient = tmp_path / "lenient.yaml"
+    lenient.write_text("max_step_time_increase_pct: 50\n", encoding="utf-8")
+    for result in (judge(base, head, "default"), judge(base, head, "smoke"), run_compare(head, [base], threshold_file=lenient)):
+        step = check(result, "step_time")
+        assert step.status == "fail", step.message
+        assert 3 <= step.threshold < 4  # type: ignore[operator]
+        assert step.message.endswith("minimum effect (3 %, raised to this pair's noise)"), step.message
+        assert result.verdict == "regression"
+
+
+def test_the_paired_minimum_effect_is_a_threshold_key(tmp_path: Path) -> None:
+    base, head = make_pair(tmp_path, slowdown=0.05)
+    wide = tmp_path / "wide.yaml"
+    wide.write_text("paired_min_effect_pct: 8\n", encoding="utf-8")
+    step = check(run_compare(head, [base], threshold_file=wide), "step_time")
+    assert step.status == "pass"
+    assert step.message.endswith("— within the 8 % minimum effect"), step.message
+    assert step.threshold == 8
+
+
+def test_a_change_over_the_minimum_effect_that_is_not_clear_warns(tmp_path: Path) -> None:
+    """run_spread_k 0 leaves the minimum effect unraised: a change over it inside the interval warns."""
+    base, head = make_pair(tmp_path, slowdown=0.025, seed=4)
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("run_spread_k: 0\npaired_min_effect_pct: 1\nconfidence_level: 0.9999\n", encoding="utf-8")
+    step = check(run_compare(head, [base], threshold_file=bare), "step_time")
+    assert step.interval is not None
+    assert step.interval.low < 0 < step.interval.high
+    assert step.delta_pct is not None
+    assert step.delta_pct > 1
+    assert step.status == "warn"
+    assert step.message.endswith("above the 1 % minimum effect, but not statistically clear")
 
 
 def test_an_aa_pair_passes(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@
 # A **lockstep pair** (`canary pair`) trains the base commit and the pull request in one job, taking turns: in
 # each round, one side trains two steps while the other waits, then the other side trains the same two steps.
 # Whatever drifts on the machine hits both sides of a round alike, so the pair compares them round by round
-# and its limit stays at or near the tier's.
+# and is judged by the precision it has: its limit is a 3 % minimum effect, raised only to its own noise.
 #
 # In this notebook (a minute or two on a 2-core CPU, offline) we plant the **same slowdown** — extra compute
 # in every step, about 30 % of a step — and judge it both ways:
@@ -159,8 +159,8 @@ print(f"paired over {paired.pairing.rounds} rounds of {paired.pairing.chunk_step
 # slowdown alone, at the price the load of the moment gave it (planted compute slows down with the machine,
 # as a real regression does; the pair's steps also differ from single runs', since it tunes glibc's malloc and
 # pins both sides to the same CPU, docs/lockstep.md). What decides is the limit: the separate runs' is widened
-# to the drift between runs; the pair's stays at or near the tier's 10 %, since its noise is the spread of its
-# rounds.
+# to the drift between runs; the pair's is the 3 % minimum effect (`paired_min_effect_pct`), raised to three times
+# its own noise, the spread of its rounds (docs/compare.md).
 
 
 # %%
@@ -258,10 +258,10 @@ print(f"this notebook ran for {time.perf_counter() - started:.0f} s")
 #   the drift between runs, so a slowdown of a third of a step can pass. They are still the right record
 #   for the learning checks and for drift over weeks, which a pair cannot see.
 # - A lockstep pair judges it against its base commit, trained in the same job: drift cancels round by round
-#   and its limit stays at or near the tier's. It trains twice the steps of one run, in one job (docs/lockstep.md
+#   and its limit is a few percent: the 3 % minimum effect, raised to its own noise. It trains twice the steps of one run, in one job (docs/lockstep.md
 #   measured 1.27x the wall time of one `canary run` of the tiny DPO canary).
-# - In the action, `baseline: lockstep` pairs every pull request with its base commit; `baseline: both` adds the
-#   artifact baselines for the learning history.
+# - In the action, a pull request is paired with its base commit by default (`baseline: auto`: the pair for speed,
+#   the artifact baselines for the learning history); `baseline: artifacts` opts out.
 #
 # ## Where next
 #
