@@ -116,12 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         except BaseException as error:  # recorded, then the exit status tells the coordinator how it ended
             run.fail(error)
             code = 2 if isinstance(error, ConfigError) else 3
-        # The coordinator may hand the turn on while this side writes its file. A coordinator that is gone left a
-        # "wait" line unsent in the buffer: closing would raise for it, and the measurements must still be written.
-        with contextlib.suppress(BrokenPipeError):
-            outgoing.close()
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a late SIGTERM must not cut the file short
         run.finish(spec.run_id, spec.started, pair=spec.side)
+        # Only now does the coordinator learn that this side ended and hand the turn on: a side that wrote its
+        # results while the other trained its last chunk slowed those steps 1.8-2.5x (48 of 48 benchmark pairs).
+        # A coordinator that is gone left a "wait" line unsent in the buffer: closing would raise for it.
+        with contextlib.suppress(BrokenPipeError):
+            outgoing.close()
     return code
 
 
