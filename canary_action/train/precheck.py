@@ -10,7 +10,6 @@ imports what is only looked up here.
 
 from __future__ import annotations
 
-import importlib.machinery
 import importlib.metadata
 import importlib.util
 import warnings
@@ -23,21 +22,19 @@ from canary_action.train import hub, rewards
 from canary_action.train.builtin import catalog
 
 
-def check(
-    config: CommonConfig, *, announce: Callable[[str], None] | None = None, code_tree: Path | None = None
-) -> list[str]:
+def check(config: CommonConfig, *, announce: Callable[[str], None] | None = None) -> list[str]:
     """Raise the ConfigError the run would raise later, where it can be known without the heavy imports; return
     the notices of what was decided for the run (offline mode, when the Hub does not answer: hub.require).
 
-    `code_tree`: a folder the run's processes append to their import path and this one does not (the launched
-    ranks' code tree): a module found there is left for the ranks to import.
+    The team's modules are looked up on this process's import path, which holds the run's code tree
+    (run_canary appends it, as every process of the run does).
     """
     if isinstance(config, CustomConfig):
-        _require_module(config.trainer_factory, key="trainer_factory", code_tree=code_tree)
+        rewards.find_module(config.trainer_factory, key="trainer_factory")
     if isinstance(config, OnlineRLConfig):
         for name in config.reward_funcs:
             if catalog.split(name) is None:
-                _require_module(name, key="reward_funcs", code_tree=code_tree)
+                rewards.find_module(name, key="reward_funcs")
     if isinstance(config, PPOConfig) and not has_value_model_ppo():
         raise no_value_model_ppo()
     if isinstance(config, CustomConfig):
@@ -101,12 +98,3 @@ def _require_local_paths(names: list[hub.HubName]) -> None:
             fix="fix the path (relative paths start from the working directory), or use builtin:<name> for offline "
             "runs",
         )
-
-
-def _require_module(path: str, *, key: str, code_tree: Path | None) -> None:
-    try:
-        rewards.find_module(path, key=key)
-    except ConfigError:
-        top = path.partition(":")[0].partition(".")[0]
-        if code_tree is None or importlib.machinery.PathFinder.find_spec(top, [str(code_tree)]) is None:
-            raise

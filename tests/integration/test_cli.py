@@ -434,3 +434,35 @@ def test_the_command_line_is_frozen() -> None:
         "schema": ["--config", "--result"],
     }  # fmt: skip
     assert sorted(opt for param in cli.params for opt in param.opts) == sorted(["--version", "-v", "--verbose"])
+
+
+TEAM_FACTORY = """
+from canary_action.train.builtin.example_factory import build_trainer as plain
+
+
+def build_trainer(context):
+    return plain(context)
+"""
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_the_canary_command_imports_a_team_factory_from_the_folder_it_runs_in(processes: int, tmp_path: Path) -> None:
+    """The installed `canary` script (whose own folder, not the working directory, heads its import path) finds
+    the team's package beside the config, in one process and in each launched rank, as `canary pair` finds it in
+    each side's tree: the folder is appended after the installed packages."""
+    (tmp_path / "team_pipeline").mkdir()
+    (tmp_path / "team_pipeline" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "team_pipeline" / "factory.py").write_text(TEAM_FACTORY, encoding="utf-8")
+    custom = (ROOT / "configs" / "tiny" / "custom.yaml").read_text(encoding="utf-8")
+    config = custom.replace("canary_action.train.builtin.example_factory", "team_pipeline.factory")
+    (tmp_path / "canary.yaml").write_text(config + f"num_processes: {processes}\n", encoding="utf-8")
+    script = Path(sys.executable).parent / "canary"
+    done = subprocess.run(
+        [str(script), "run", "canary.yaml", "-o", "runs", "--set", "max_steps=3"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (metrics_path,) = (tmp_path / "runs").glob("*/metrics.json")
+    metrics = read_metrics(metrics_path)
+    assert metrics.status.state == "completed"
+    assert metrics.config["trainer_factory"] == "team_pipeline.factory:build_trainer"

@@ -26,9 +26,14 @@ def run_canary(loaded: LoadedConfig, output_dir: Path | None = None) -> RunOutco
     def say(line: str) -> None:
         print(f"[{name}] {line}", file=sys.stderr, flush=True)
 
+    # The team's code (a trainer_factory, reward functions) is found where every process of the run finds it: in
+    # the code tree (the folder `canary run` runs in, or the action's checkout), appended after the standard
+    # library and the installed packages, as the launched ranks and a pair's sides append it (environment.py).
+    tree = launch_code_tree()
+    if tree is not None and str(tree) not in sys.path:
+        sys.path.append(str(tree))
     # What can be refused without torch is refused before it is imported, and before anything is written.
-    code_tree = launch_code_tree() if loaded.config.num_processes > 1 else None
-    for notice in precheck.check(loaded.config, announce=say, code_tree=code_tree):
+    for notice in precheck.check(loaded.config, announce=say):
         say(f"note: {notice}")
         loaded.notices.append(notice)
     run_id, run_dir, started = new_run_dir(loaded.config, output_dir)
