@@ -17,6 +17,7 @@ from canary_action.compare.breakdown import OUTLIER_RATIO, BreakdownDelta, Compo
 from canary_action.compare.memory import host_peak
 from canary_action.compare.result import Change, Check, OpChange, SuspectCategory
 from canary_action.compare.runs import RunData
+from canary_action.metrics.pair import CodeDiff
 
 # What a clue can explain: check names and check groups (a group covers the algorithm checks' open-ended names).
 PERF: Final = frozenset({"step_time", "tokens_per_sec", "gpu_utilization", "data_wait_share"})
@@ -65,6 +66,8 @@ class Case:
     env: Sequence[Change]
     config: Sequence[Change]
     ops: Sequence[OpChange]
+    code: CodeDiff | None = None
+    """A lockstep pair's code diff: what the head tree changed against the base tree."""
 
     @property
     def growth_s(self) -> float | None:

@@ -45,9 +45,11 @@ def run_compare(
     """
     _check_allowed(allowed)
     members = pair_members(current_path)
+    code = None
     if members is not None:  # a lockstep pair: its head side is judged, its base side first among the baselines
-        current_path, base_side = members
+        current_path, base_side, record = members
         baseline_paths = [base_side, *baseline_paths]
+        code = record.code
     if not baseline_paths and not missing_ok:
         raise UsageError(
             f"no baseline given for {current_path}",
@@ -84,6 +86,7 @@ def run_compare(
         threshold_sources=sources,
         allowed=allowed,
         notes=all_notes,
+        code=code,
     )
 
 
@@ -103,20 +106,21 @@ def _replaced_tiers(tier: Tier, layers: Sequence[tuple[str, ThresholdFile | None
     return said
 
 
-def pair_members(path: Path) -> tuple[Path, Path] | None:
-    """(head, base) metrics.json of a lockstep pair, given its directory or its pair.json; None otherwise."""
+def pair_members(path: Path) -> tuple[Path, Path, PairRecord] | None:
+    """(head, base) metrics.json of a lockstep pair and its record, given its directory or its pair.json; None
+    otherwise."""
     record_path = path / "pair.json" if path.is_dir() else path
     if record_path.name != "pair.json" or not record_path.is_file():
         return None
     try:
-        PairRecord.model_validate_json(record_path.read_text(encoding="utf-8"))
+        record = PairRecord.model_validate_json(record_path.read_text(encoding="utf-8"))
     except (ValidationError, OSError, UnicodeDecodeError) as e:
         raise MetricsFileError(
             f"{record_path} is not a lockstep pair record: {clip_text(str(e), 300)}",
             fix="pass the directory `canary pair` wrote, or the two sides' metrics.json (head first)",
         ) from e
     folder = record_path.parent  # the sides' folders are fixed names: a record cannot point elsewhere
-    return folder / "head" / "metrics.json", folder / "base" / "metrics.json"
+    return folder / "head" / "metrics.json", folder / "base" / "metrics.json", record
 
 
 def _inline(current: RunData) -> ThresholdFile | None:

@@ -255,9 +255,8 @@ def judged(
 def _paired_message(effect: Effect, decision: Decision, min_effect: float, worse: Literal["higher", "lower"]) -> str:
     """The rule a pair was judged by, in one line: "+11.0 % [+7.4, +14.7] over 32 rounds — above the 3 % minimum
     effect"."""
-    figure = (
-        f"{effect.delta_pct:+.1f} % [{effect.low_pct:+.1f}, {effect.high_pct:+.1f}] paired over {effect.paired_rounds} rounds"
-    )
+    interval = f"[{effect.low_pct:+.1f}, {effect.high_pct:+.1f}]"
+    figure = f"{effect.delta_pct:+.1f} % {interval} paired over {effect.paired_rounds} rounds"
     change = effect.delta_pct if worse == "higher" else -effect.delta_pct
     beyond = "above" if worse == "higher" else "a drop beyond"
     minimum = f"the {min_effect:g} % minimum effect"

@@ -12,18 +12,20 @@ from typing import Final, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from canary_action.config.thresholds import Thresholds, Tier
+from canary_action.metrics.pair import CodeDiff
 from canary_action.metrics.schema import Distributed
 
-RESULT_SCHEMA_VERSION: Final = 2
-#: Versions `canary report` reads: 2 added `pairing` and nothing else.
-READ_RESULT_VERSIONS: Final = (1, 2)
+RESULT_SCHEMA_VERSION: Final = 3
+#: Versions `canary report` reads: 2 added `pairing`; 3 added the pairing's commits, code diff and allocator, the
+#: suspect category `code` and the check `gpu_time`, nothing a version 2 reader would misread.
+READ_RESULT_VERSIONS: Final = (1, 2, 3)
 
 Verdict = Literal["pass", "regression", "neutral", "crashed"]
 CheckStatus = Literal["pass", "fail", "warn", "skip", "not-comparable"]
 CheckGroup = Literal["perf", "memory", "stability", "learning"]
 SuspectCategory = Literal[
     "dataloader", "tokenization", "kernel", "memory", "communication", "io", "numerics", "dependency", "config",
-    "unknown",
+    "code", "unknown",
 ]  # fmt: skip
 RunFormat = Literal["v1", "rlhf-canary-0.1"]
 
@@ -127,6 +129,15 @@ class Pairing(Record):
     process_spread_pct: float = Field(description="Process-level spread added to the paired interval (%).")
     base_tree: str
     head_tree: str
+    base_commit: str | None = Field(None, description="The base side's git commit, when its tree is a checkout.")
+    head_commit: str | None = Field(None, description="The head side's git commit, when its tree is a checkout.")
+    code: CodeDiff | None = Field(None, description="What the head tree changed against the base tree (pair.json).")
+    allocator: Literal["tuned", "default"] | None = Field(
+        None, description="The sides' glibc malloc: tuned to keep freed memory (for precision), or as set."
+    )
+    min_effect_pct: float | None = Field(
+        None, description="The paired rule's minimum effect (paired_min_effect_pct) the speed checks were judged by."
+    )
 
 
 class RunRef(Record):
@@ -156,7 +167,7 @@ class Curve(Record):
 
 
 class CompareResult(Record):
-    result_schema_version: Literal[1, 2] = RESULT_SCHEMA_VERSION
+    result_schema_version: Literal[1, 2, 3] = RESULT_SCHEMA_VERSION
     verdict: Verdict
     reason: str = Field(description="One line: why this verdict.")
     tier: Tier

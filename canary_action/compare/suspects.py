@@ -24,11 +24,13 @@ from canary_action.compare.clues import (
     timing_clues,
     token_clues,
 )
+from canary_action.compare.code_clues import code_clues
 from canary_action.compare.effects import config_clues, distributed_clues, env_clues
 from canary_action.compare.rank_clues import communication_clues
 from canary_action.compare.result import Change, Check, OpChange, Suspect, SuspectCategory
 from canary_action.compare.runs import RunData
 from canary_action.config.schema import ProfilerConfig
+from canary_action.metrics.pair import CodeDiff
 
 MAX_SUSPECTS: Final = 5
 MAX_CONFIDENCE: Final = 0.95
@@ -38,13 +40,16 @@ NON_FINITE_CHECKS: Final = frozenset({"nan_steps", "inf_steps"})
 
 # Ties go to the cause that is cheapest to confirm: a recorded change before a reading of the timing.
 CATEGORY_ORDER: Final[tuple[SuspectCategory, ...]] = (
-    "numerics", "config", "dependency", "dataloader", "tokenization", "kernel", "memory", "communication", "io",
+    "numerics", "config", "dependency", "code", "dataloader", "tokenization", "kernel", "memory", "communication", "io",
     "unknown",
 )  # fmt: skip
 
+#: A next step that only helps when a library moved: left out when the environments are the same (a lockstep pair).
+DEPENDENCY_STEP: Final = "check dependency changes (torch, CUDA, cuDNN) that swap kernels"
+
 RULES: Final[tuple[Callable[[Case], list[Clue]], ...]] = (
     timing_clues, token_clues, op_clues, env_clues, config_clues, memory_clues, numerics_clues,
-    communication_clues, distributed_clues,
+    communication_clues, distributed_clues, code_clues,
 )  # fmt: skip
 
 # Per category: the summary when no clue names the cause concretely, and next steps after the clues' own.
@@ -57,7 +62,8 @@ DEFAULTS: Final[dict[SuspectCategory, tuple[str, tuple[str, ...]]]] = {
         "check truncation (max_length, max_prompt_length), padding side and special tokens")),
     "kernel": ("compute kernels: the forward/backward/optimizer work itself got slower", (
         "rerun with profiler.enabled: true to see which ops slowed",
-        "check dependency changes (torch, CUDA, cuDNN) that swap kernels")),
+        DEPENDENCY_STEP,
+        "time the forward, backward and optimizer step alone on one batch to find the slow part")),
     "memory": ("memory: the run holds more GPU memory", (
         "rerun with profiler.enabled: true (profile_memory) to see which allocations grew",
         "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to rule out fragmentation")),
@@ -74,6 +80,9 @@ DEFAULTS: Final[dict[SuspectCategory, tuple[str, tuple[str, ...]]]] = {
     "dependency": ("a dependency moved", (
         "pin the previous versions in a branch and rerun the canary to bisect",
         "read the release notes between the two versions")),
+    "code": ("the pull request's code changed", (
+        "read the changed files' new lines for per-step work that is not needed",
+        "revert the changes in a branch and rerun the pair to confirm")),
     "config": ("a config key changed", (
         "revert the changed keys in a branch and rerun the canary",
         "if the change is intended, accept its cost: the next default-branch run records new baselines")),
@@ -91,6 +100,8 @@ def rank_suspects(  # noqa: PLR0917 - the verdict passes the runs, the checks an
     env: Sequence[Change],
     config: Sequence[Change],
     ops: Sequence[OpChange],
+    *,
+    code: CodeDiff | None = None,
 ) -> list[Suspect]:
     """The likeliest causes of the failing/warning checks, most confident first (at most MAX_SUSPECTS).
 
@@ -100,9 +111,10 @@ def rank_suspects(  # noqa: PLR0917 - the verdict passes the runs, the checks an
     flagged = [c for c in checks if c.status in STATUS_WEIGHT]
     if not flagged:
         return []
-    case = Case(current, baselines, flagged, _breakdown_delta(current, baselines), env, config, ops)
+    case = Case(current, baselines, flagged, _breakdown_delta(current, baselines), env, config, ops, code)
     clues = [clue for rule in RULES for clue in rule(case)]
-    found = [_suspect(cat, [c for c in clues if c.category == cat], flagged) for cat in CATEGORY_ORDER]
+    unwanted = set() if env or not baselines else {DEPENDENCY_STEP}
+    found = [_suspect(cat, [c for c in clues if c.category == cat], flagged, unwanted) for cat in CATEGORY_ORDER]
     suspects = [s for s in found if s is not None] or [_unknown(flagged)]
     non_finite = any(c.name in NON_FINITE_CHECKS for c in flagged)
     suspects.sort(
@@ -144,7 +156,9 @@ def _breakdown_delta(current: RunData, baselines: Sequence[RunData]) -> Breakdow
     return compare_breakdowns(own, others) if own is not None and others else None
 
 
-def _suspect(category: SuspectCategory, clues: Sequence[Clue], flagged: Sequence[Check]) -> Suspect | None:
+def _suspect(
+    category: SuspectCategory, clues: Sequence[Clue], flagged: Sequence[Check], unwanted: set[str]
+) -> Suspect | None:
     relevant = sorted((c for c in clues if any(explains(c.scope, f) for f in flagged)), key=lambda c: -c.weight)
     if not relevant:
         return None
@@ -157,7 +171,7 @@ def _suspect(category: SuspectCategory, clues: Sequence[Clue], flagged: Sequence
         confidence=round(strength * (0.5 + 0.5 * coverage), 2),
         summary=next((c.summary for c in relevant if c.summary), summary),
         evidence=_unique(line for c in relevant for line in c.evidence),
-        next_steps=_next_steps([s for c in relevant for s in c.next_steps], steps),
+        next_steps=_next_steps([s for c in relevant for s in c.next_steps], [s for s in steps if s not in unwanted]),
         explains=[f.name for f in explained],
     )
 

@@ -26,6 +26,7 @@ from canary_action.compare.stability import stability_checks
 from canary_action.compare.stats import Effect
 from canary_action.compare.suspects import rank_suspects
 from canary_action.config.thresholds import Thresholds, Tier
+from canary_action.metrics.pair import CodeDiff
 
 #: check -> the checks whose failure it restates, the more specific first. Slower steps slow the tokens; a
 #: straggler rank or slower collectives slow the step (and name the mechanism); the allocator reserves what the
@@ -49,8 +50,11 @@ def compare(
     threshold_sources: Sequence[str] = (),
     allowed: Collection[str] = (),
     notes: Sequence[str] = (),
+    code: CodeDiff | None = None,
 ) -> CompareResult:
-    """Judge `current` against `baselines` (newest first; may be empty: stability is judged alone)."""
+    """Judge `current` against `baselines` (newest first; may be empty: stability is judged alone). `code`: what a
+    lockstep pair's head tree changed against its base tree (pair.json), the first suspect when nothing else
+    differs."""
     perf = split(PERF_FIELDS, baselines, current, allowed)
     learning = split(LEARNING_FIELDS, baselines, current, allowed)
     warmup = window.common_warmup([current, *perf.usable], thresholds.min_step_count)
@@ -95,7 +99,7 @@ def compare(
         current=current.ref(),
         baselines=[b.ref() for b in baselines],
         checks=checks,
-        suspects=rank_suspects(current, perf.usable or baselines, checks, env, config, ops),
+        suspects=rank_suspects(current, perf.usable or baselines, checks, env, config, ops, code=code),
         comparability=Comparability(
             comparable=bool(perf.usable) or not baselines,
             differences=perf.differences,
@@ -104,7 +108,7 @@ def compare(
         ),
         noise=_noise(effect, thresholds),
         warmup=warmup,
-        pairing=_pairing(current, partner, effect),
+        pairing=_pairing(current, partner, effect, code, thresholds),
         env_changes=env,
         config_changes=config,
         op_changes=ops,
@@ -162,7 +166,9 @@ def _verdict(
     )
 
 
-def _pairing(current: RunData, partner: RunData | None, effect: Effect | None) -> Pairing | None:
+def _pairing(
+    current: RunData, partner: RunData | None, effect: Effect | None, code: CodeDiff | None, thresholds: Thresholds
+) -> Pairing | None:
     head = current.metrics.pair if current.metrics is not None else None
     base = partner.metrics.pair if partner is not None and partner.metrics is not None else None
     if partner is None or head is None or base is None:
@@ -171,6 +177,8 @@ def _pairing(current: RunData, partner: RunData | None, effect: Effect | None) -
         pair_id=head.pair_id, base_run_id=partner.run_id, chunk_steps=head.chunk_steps,
         rounds=effect.paired_rounds if effect is not None else None,
         process_spread_pct=100 * paired.process_sd(current), base_tree=base.tree, head_tree=head.tree,
+        base_commit=partner.git_sha, head_commit=current.git_sha, code=code, allocator=head.allocator,
+        min_effect_pct=thresholds.paired_min_effect_pct,
     )  # fmt: skip
 
 

@@ -2,7 +2,7 @@
 
 Each side's own measurements are in its metrics.json (with `pair` naming this record's pair_id, and the
 series column pair/round); this record keeps what belongs to the pair: the turns in the order they were
-given, the chunk size, and how each side ended.
+given, the chunk size, how each side ended, and (version 2) what the head tree changed against the base tree.
 """
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ from pydantic import Field
 
 from canary_action.metrics.schema import Closed
 
-PAIR_RECORD_VERSION: Final = 1
+PAIR_RECORD_VERSION: Final = 2
+#: Versions read: 2 added `code` and nothing else.
+READ_PAIR_RECORD_VERSIONS: Final = (1, 2)
 Side = Literal["base", "head"]
+ChangeKind = Literal["added", "removed", "modified"]
 
 
 class Round(Closed):
@@ -30,8 +33,32 @@ class SideEnd(Closed):
     steps: int = Field(description="Optimizer steps the side completed.")
 
 
+class CodeChange(Closed):
+    """One file the head tree changed against the base tree."""
+
+    path: str = Field(description="Relative to the tree's root, with / separators.")
+    change: ChangeKind
+    lines_added: int = Field(0, ge=0, description="0 for a binary or large file (compared, not diffed).")
+    lines_removed: int = Field(0, ge=0)
+    added: list[str] = Field(default_factory=list, description="The first non-blank lines it added, clipped.")
+
+
+class CodeDiff(Closed):
+    """What the head tree changed against the base tree, written before either side started."""
+
+    method: Literal["git", "walk"] = Field(
+        description="git: the base commit against the head's working tree (untracked files are not changes); "
+        "walk: every file of both folders compared, version-control, cache and environment folders left out."
+    )
+    files: list[CodeChange] = Field(description="The largest changes first, at most 200.")
+    num_files: int = Field(ge=0, description="Files changed in all.")
+    base_commit: str | None = None
+    head_commit: str | None = None
+    note: str | None = Field(None, description="Why the list may be incomplete (a walk that stopped).")
+
+
 class PairRecord(Closed):
-    pair_record_version: Literal[1] = PAIR_RECORD_VERSION
+    pair_record_version: Literal[1, 2] = PAIR_RECORD_VERSION
     pair_id: str
     chunk_steps: int
     seed: int = Field(description="Seed of the random orders: which side starts first, and inside each round.")
@@ -41,3 +68,4 @@ class PairRecord(Closed):
     rounds: list[Round]
     base: SideEnd
     head: SideEnd
+    code: CodeDiff | None = Field(None, description="What the head tree changed (None: version 1, or not diffed).")

@@ -12,10 +12,11 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SCHEMA_VERSION: Final = 2
-#: Versions this reader takes: 2 added `pair` (lockstep pairs) and nothing else, so a version 1 file is a
-#: version 2 file without it.
-READ_VERSIONS: Final = (1, 2)
+SCHEMA_VERSION: Final = 3
+#: Versions this reader takes: 2 added `pair` (lockstep pairs), 3 the GPU's busy time (summary.gpu_busy_*,
+#: series gpu/busy_s and gpu/num_kernels) and the pair side's `allocator`; each added fields and nothing else,
+#: so an older file is a newer one without them.
+READ_VERSIONS: Final = (1, 2, 3)
 
 # Series names: namespaced, with units (STYLE 10). Algorithm metrics keep TRL's own key under "algo/".
 STEP = "step"
@@ -33,6 +34,10 @@ HOST_RSS_MIB = "memory/host_rss_mib"
 #: The process's peak resident memory during the step (Linux: VmHWM, reset at every step start); absent elsewhere.
 HOST_PEAK_RSS_MIB = "memory/host_peak_rss_mib"
 GPU_UTILIZATION_PCT = "gpu/utilization_pct"
+#: CUDA runs: the GPU's own busy time in the step (the union of its kernels', copies' and memsets' intervals, from
+#: a CUDA-only profiler session; host time and idle gaps excluded) and how many kernels it ran. train/gpu_time.py.
+GPU_BUSY_S = "gpu/busy_s"
+NUM_GPU_KERNELS = "gpu/num_kernels"
 IN_PROFILER_WINDOW = "perf/in_profiler_window"
 ALGO_PREFIX = "algo/"
 #: Per-rank columns of a multi-process run: f"{RANK_PREFIX}{rank}/compute_s" and f"{RANK_PREFIX}{rank}/comm_s".
@@ -157,6 +162,14 @@ class Summary(Record):
         "kernel's high-water mark, reset at every step start, so it sees the peak inside a step); None elsewhere.",
     )
     gpu_utilization_mean_pct: float | None
+    gpu_busy_median_s: float | None = Field(
+        None, description="CUDA runs: median GPU busy time per steady step (kernels and copies, no idle gaps)."
+    )
+    gpu_busy_share: float | None = Field(
+        None,
+        description="CUDA runs: GPU busy time / step time over the steady steps timed on the GPU (the rest "
+        "is host time: Python, launches, data, waiting).",
+    )
     data_wait_share: float | None = Field(description="Share of steady step time spent waiting for batches.")
     generation_share: float | None = Field(description="Share of steady step time spent generating (online RL).")
     final_loss: float | None
@@ -250,6 +263,11 @@ class PairSide(Record):
         ge=1, description="Optimizer steps per turn; the series column pair/round has each step's round."
     )
     tree: str = Field(description="The code tree this side ran from.")
+    allocator: Literal["tuned", "default"] | None = Field(
+        None,
+        description="tuned: glibc malloc kept freed memory (the pair's default, for precision); default: glibc as "
+        "the environment left it (CANARY_PAIR_MALLOC=default, or MALLOC_* variables already set); None: unrecorded.",
+    )
 
 
 class Status(Record):
@@ -264,7 +282,7 @@ class Status(Record):
 
 
 class Metrics(Record):
-    schema_version: Literal[1, 2] = SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3] = SCHEMA_VERSION
     run: RunIdentity
     env: EnvFingerprint
     workload: Workload | None = Field(description="None when the run failed before the model and data were loaded.")

@@ -198,11 +198,31 @@ def _paired_line(result: CompareResult) -> Md | None:
         else "too few rounds after the warm-up to judge speed"
     )
     history = len(result.baselines) - 1
-    extra = f"; {history} artifact baseline(s) for the learning checks" if history > 0 else ""
-    return Md(
-        f"⚖️ **Paired A/B** on this runner: the PR's code and its base commit took turns, {pairing.chunk_steps} "
-        f"steps at a time — {rounds}{extra}"
+    extra = f"; {history} artifact baseline{'s' if history != 1 else ''} for the learning checks" if history > 0 else ""
+    rule = (
+        f" Speed is judged by the pair's own precision: a change fails when it is clear and above the "
+        f"{pairing.min_effect_pct:g} % minimum effect (raised to the pair's noise when that is larger)."
+        if pairing.min_effect_pct is not None
+        else ""
     )
+    allocator = (
+        " Both sides ran with glibc malloc tuned to keep freed memory, for precision: a training run under glibc's "
+        "default pays page faults for what it allocates, so a change that allocates host memory can cost it more."
+        if pairing.allocator == "tuned"
+        else ""
+    )
+    return Md(
+        f"⚖️ **Paired A/B** on this runner: the PR's code ({_side(pairing.head_commit, pairing.head_tree)}) and its "
+        f"base commit ({_side(pairing.base_commit, pairing.base_tree)}) took turns, {pairing.chunk_steps} steps at a "
+        f"time — {rounds}{extra}.{rule}{allocator}"
+    )
+
+
+def _side(commit: str | None, tree: str) -> str:
+    """A side's commit (hex only: it goes into a code span), else its tree's path as text."""
+    if commit is not None and re.fullmatch(r"[0-9a-f]{7,64}", commit):
+        return f"`{commit[:12]}`"
+    return f"tree {text(tree, 120)}"
 
 
 def _why(result: CompareResult) -> list[Md]:

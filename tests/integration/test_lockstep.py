@@ -205,6 +205,9 @@ def test_a_factory_only_the_head_tree_has_runs_in_the_head_side_and_is_invisible
     assert done.returncode in (0, 1), done.stderr[-3000:]
     assert (head / "factory-ran-here").read_text(encoding="utf-8") == str(head.resolve())
     assert not (base / "factory-ran-here").exists()
+    code = json.loads((pair_dir(tmp_path / "out") / "pair.json").read_text(encoding="utf-8"))["code"]
+    changed = {f["path"]: f["change"] for f in code["files"]}
+    assert changed == {"team_factory.py": "added", "canary.yaml": "modified"}, "diffed before the sides wrote files"
     # The base tree's config naming the head's module: the base side cannot import it, and says so; a base that
     # cannot run is no fault of the pull request, so the verdict is neutral (no baseline), not a failure.
     shutil.copy(head / CONFIG, base / CONFIG)

@@ -7,6 +7,7 @@ sides cancels, a planted slowdown is found, an A/A pair passes, and unjudged sta
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -217,3 +218,61 @@ def test_a_pair_is_judged_at_the_thresholds_confidence_level(tmp_path: Path) -> 
     assert wide.high - wide.low > narrow.high - narrow.low
     assert strict.noise is not None
     assert "99 % t interval" in strict.noise.method
+
+
+def write_record(tmp: Path, code: object = None) -> None:
+    from canary_action.metrics.pair import PairRecord, Round, SideEnd
+
+    ends = {s: SideEnd(tree=f"/trees/{s}", config_path="c.yaml", metrics_path=f"{s}/metrics.json", exit_code=0,
+                       steps=120) for s in ("base", "head")}  # fmt: skip
+    record = PairRecord(pair_id=PAIR, chunk_steps=2, seed=1, started_at="t", finished_at="t", wall_s=1.0,
+                        rounds=[Round(index=0, order=["head", "base"])], code=code, **ends)  # fmt: skip
+    (tmp / "pair.json").write_text(record.model_dump_json(), encoding="utf-8")
+
+
+def test_a_slower_pair_names_the_files_the_pull_request_changed_first(tmp_path: Path) -> None:
+    """Same config, same stack: the code the head tree changed is the first place to look, with the lines it
+    added; no advice to check dependency changes when none moved."""
+    from canary_action.metrics.pair import CodeChange, CodeDiff
+
+    make_pair(tmp_path, slowdown=0.10)
+    factory = CodeChange(path="team/factory.py", change="modified", lines_added=2, lines_removed=0,
+                         added=["with torch.no_grad():", "model.eval()(**inputs)"])  # fmt: skip
+    readme = CodeChange(path="README.md", change="modified", lines_added=30, lines_removed=2, added=["# Docs"])
+    write_record(tmp_path, CodeDiff(method="git", files=[readme, factory], num_files=2, base_commit="a" * 40))
+    result = run_compare(tmp_path, [], tier="nightly")
+    first = result.suspects[0]
+    assert first.category == "code"
+    assert first.summary.startswith("the pull request's code: team/factory.py and 1 more file changed against")
+    assert "team/factory.py adds: with torch.no_grad(): · model.eval()(**inputs)" in first.evidence
+    assert not any("dependency" in s for suspect in result.suspects for s in suspect.next_steps)
+    assert result.pairing is not None
+    assert result.pairing.code is not None
+    assert result.pairing.code.files[1].path == "team/factory.py"
+    comment = render(result, "comment")
+    assert "Most likely cause: **code**" in comment
+    assert "team/factory.py" in comment
+
+
+def test_documentation_alone_is_no_code_evidence(tmp_path: Path) -> None:
+    from canary_action.metrics.pair import CodeChange, CodeDiff
+
+    make_pair(tmp_path, slowdown=0.10)
+    readme = CodeChange(path="docs/guide.md", change="modified", lines_added=3, added=["more words"])
+    write_record(tmp_path, CodeDiff(method="walk", files=[readme], num_files=1))
+    result = run_compare(tmp_path, [], tier="nightly")
+    assert "code" not in [s.category for s in result.suspects]
+
+
+def test_the_paired_line_names_both_commits_the_rule_and_the_allocator(tmp_path: Path) -> None:
+    base, head = make_pair(tmp_path, slowdown=0.10)
+    for path, sha in ((base, "b" * 40), (head, "c" * 40)):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        data["run"]["git_sha"] = sha
+        data["pair"]["allocator"] = "tuned"
+        path.write_text(json.dumps(data), encoding="utf-8")
+    result = judge(base, head)
+    line = render(result, "comment")
+    assert f"the PR's code (`{'c' * 12}`) and its base commit (`{'b' * 12}`) took turns" in line
+    assert "a change fails when it is clear and above the 3 % minimum effect" in line
+    assert "glibc malloc tuned to keep freed memory, for precision" in line

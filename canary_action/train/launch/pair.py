@@ -40,6 +40,7 @@ from canary_action.metrics.stream import rebuild_killed
 from canary_action.train.launch.environment import child_environment, prepare_setup, unprivileged
 from canary_action.train.launch.outcome import new_run_dir
 from canary_action.train.launch.pair_side import ERROR_LOG, SideSpec
+from canary_action.train.launch.tree_diff import diff_trees
 
 SIDES: Final[tuple[Side, Side]] = ("base", "head")
 #: glibc malloc: serve allocations below 256 MiB from the heap, never trim it below 1 GiB, grow it 256 MiB at a
@@ -104,6 +105,7 @@ def run_pair(
     trees = (base_tree, head_tree)
     sides = [_load_side(name, tree, config_path, overrides) for name, tree in zip(SIDES, trees, strict=True)]
     pair_id, pair_dir, started = new_run_dir(sides[1].loaded.config, output_dir, kind="pair")
+    code = diff_trees(base_tree, head_tree, exclude=[pair_dir.parent])  # before the sides write anything
     for side in sides:
         side.run_dir = pair_dir / side.name
         side.run_dir.mkdir(parents=True, exist_ok=True)
@@ -132,7 +134,7 @@ def run_pair(
     base, head = sides
     record = PairRecord(
         pair_id=pair_id, chunk_steps=chunk_steps, seed=seed, started_at=_iso(started), finished_at=_iso(finished),
-        wall_s=(finished - started).total_seconds(), rounds=rounds, base=_end(base), head=_end(head),
+        wall_s=(finished - started).total_seconds(), rounds=rounds, base=_end(base), head=_end(head), code=code,
     )  # fmt: skip
     (pair_dir / "pair.json").write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if interrupted is not None:
@@ -183,6 +185,7 @@ def _start(
     if setup:  # each side installs what its own tree asks for, in an environment of its own
         scratch = Path(tempfile.mkdtemp(prefix=f"rlhf-canary-{side.name}-"))
         python, env = prepare_setup(setup, side.tree, scratch / "env", env)
+    tuned = env.get(MALLOC_OPT_OUT) != "default" and all(env.get(k) == v for k, v in MALLOC_ALLOCATOR_ENV.items())
     spec = SideSpec(
         run_id=f"{pair_id}-{side.name}",
         run_dir=side.run_dir.resolve(),
@@ -193,10 +196,16 @@ def _start(
             "lockstep side: glibc malloc keeps freed memory ("
             + ", ".join(f"{k}={env[k]}" for k in MALLOC_ALLOCATOR_ENV)
             + "), so that both sides' steps pay the same page faults"
-        ]
-        if all(k in env for k in MALLOC_ALLOCATOR_ENV)
-        else [f"lockstep side: glibc malloc as it is ({MALLOC_OPT_OUT}=default)"],
-        side=m.PairSide(pair_id=pair_id, side=side.name, chunk_steps=chunk_steps, tree=str(side.tree)),
+            if tuned
+            else f"lockstep side: glibc malloc as the environment set it ({_malloc_said(env)})"
+        ],
+        side=m.PairSide(
+            pair_id=pair_id,
+            side=side.name,
+            chunk_steps=chunk_steps,
+            tree=str(side.tree),
+            allocator="tuned" if tuned else "default",
+        ),
     )
     spec_path = side.run_dir / "side.json"
     spec_path.write_text(spec.model_dump_json(indent=2), encoding="utf-8")
@@ -224,6 +233,12 @@ def side_environment(tree: Path, trees: Sequence[Path]) -> dict[str, str]:
     path inside the other tree), malloc tuned."""
     env = child_environment(tree, trees)
     return env if env.get(MALLOC_OPT_OUT) == "default" else {**MALLOC_ALLOCATOR_ENV, **env}
+
+
+def _malloc_said(env: dict[str, str]) -> str:
+    if env.get(MALLOC_OPT_OUT) == "default":
+        return f"{MALLOC_OPT_OUT}=default"
+    return ", ".join(f"{k}={env[k]}" for k in MALLOC_ALLOCATOR_ENV if k in env) or "no MALLOC_* variable"
 
 
 def _take_turns(sides: list[_Side], rounds: list[Round], rng: random.Random, deadline: float) -> None:

@@ -1,0 +1,162 @@
+"""What a lockstep pair's head tree changed against its base tree: the files, and the lines each one added.
+
+A pair's two sides run the same config on the same machine with the same stack (unless `setup` installs per
+side), so when the head side is slower the first place to look is the code the pull request changed. The
+coordinator records it in pair.json before either side starts (nothing the sides write is in it), and the
+comparison names those files, with the first lines each one added, as the likeliest cause.
+
+Two trees of one git repository (the action: the base commit as a worktree of the checkout) are diffed by git
+itself, the base commit against the head's working tree, so untracked output folders are not changes. Other
+folders (`canary pair --base DIR --head DIR`) are walked, leaving out version-control, cache and environment
+folders and the pair's own output folder; a walk reads at most MAX_READ bytes and says when it stopped.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Final, Literal
+
+from canary_action.metrics.pair import ChangeKind, CodeChange, CodeDiff
+
+MAX_FILES: Final = 200
+MAX_READ: Final = 256 << 20  # bytes compared by a walk before it stops (a tree of datasets or checkpoints)
+MAX_TEXT: Final = 512 << 10  # larger files are compared, not diffed line by line
+ADDED_LINES: Final = 6  # the first lines a file added, kept as the code to look at
+LINE_CHARS: Final = 160
+#: Folders a walk does not enter: version control, caches, environments, build output.
+SKIPPED_DIRS: Final = frozenset({
+    ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".venv", "venv",
+    "node_modules", ".tox", ".nox", "build", "dist", ".ipynb_checkpoints",
+})  # fmt: skip
+_GIT: Final = ("git", "-c", "core.quotePath=false")
+
+
+def diff_trees(base: Path, head: Path, *, exclude: Sequence[Path] = ()) -> CodeDiff:
+    """The files `head` changed against `base`, largest change first (at most MAX_FILES)."""
+    if base.resolve() == head.resolve():
+        return CodeDiff(method="walk", files=[], num_files=0)
+    by_git = _git_diff(base, head)
+    if by_git is not None:
+        return by_git
+    return _walk_diff(base.resolve(), head.resolve(), [p.resolve() for p in exclude])
+
+
+def _git_diff(base: Path, head: Path) -> CodeDiff | None:
+    """git's diff of the base tree's commit against the head's working tree; None unless both are checkouts of
+    one repository (the head's object store holds the base commit)."""
+    base_sha = _git(base, "rev-parse", "--verify", "HEAD")
+    if not base_sha or _git(head, "cat-file", "-t", base_sha) != "commit":
+        return None
+    numstat = _git(head, "diff", "--no-renames", "--numstat", base_sha, "--")
+    if numstat is None:
+        return None
+    changes = []
+    for line in numstat.splitlines():
+        added, removed, path = line.split("\t", 2)
+        binary = added == "-"
+        kind = _git_kind(head, base_sha, path)
+        lines = [] if binary else _git_added_lines(head, base_sha, path)
+        changes.append(
+            CodeChange(path=path, change=kind, lines_added=0 if binary else int(added),
+                       lines_removed=0 if binary else int(removed), added=lines)
+        )  # fmt: skip
+    head_sha = _git(head, "rev-parse", "--verify", "HEAD")
+    return _ranked(changes, method="git", base_commit=base_sha, head_commit=head_sha)
+
+
+def _git_kind(head: Path, base_sha: str, path: str) -> ChangeKind:
+    in_base = _git(head, "cat-file", "-e", f"{base_sha}:{path}") is not None
+    return "modified" if in_base and (head / path).exists() else "removed" if in_base else "added"
+
+
+def _git_added_lines(head: Path, base_sha: str, path: str) -> list[str]:
+    patch = _git(head, "diff", "--no-renames", "-U0", base_sha, "--", path) or ""
+    added = (line[1:] for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++"))
+    return _first(added)
+
+
+def _git(tree: Path, *args: str) -> str | None:
+    done = subprocess.run([*_GIT, "-C", str(tree), *args], capture_output=True, text=True, check=False)
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _walk_diff(base: Path, head: Path, exclude: Sequence[Path]) -> CodeDiff:
+    before, after = dict(_files(base, exclude)), dict(_files(head, exclude))
+    changes: list[CodeChange] = []
+    budget = MAX_READ
+    for path in sorted(before.keys() | after.keys()):
+        old, new = before.get(path), after.get(path)
+        if old is not None and new is not None and old.stat().st_size == new.stat().st_size:
+            budget -= 2 * old.stat().st_size
+            if budget < 0:
+                return _ranked(changes, method="walk", note=f"stopped after comparing {MAX_READ >> 20} MiB of files")
+            if old.read_bytes() == new.read_bytes():
+                continue
+        changes.append(_file_change(path, old, new))
+    return _ranked(changes, method="walk")
+
+
+def _files(root: Path, exclude: Sequence[Path]) -> Iterator[tuple[str, Path]]:
+    for folder, dirs, names in os.walk(root):
+        here = Path(folder)
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and (here / d).resolve() not in exclude)
+        for name in names:
+            path = here / name
+            if path.is_file() and not path.is_symlink():
+                yield path.relative_to(root).as_posix(), path
+
+
+def _file_change(path: str, old: Path | None, new: Path | None) -> CodeChange:
+    kind: ChangeKind = "added" if old is None else "removed" if new is None else "modified"
+    before, after = _text(old), _text(new)
+    if before is None or after is None:  # binary or large: changed, lines unknown
+        return CodeChange(path=path, change=kind)
+    added, removed = 0, 0
+    new_lines: list[str] = []
+    for line in difflib.unified_diff(before, after, n=0, lineterm=""):
+        if line.startswith(("+++", "---", "@@")):
+            continue
+        if line.startswith("+"):
+            added += 1
+            new_lines.append(line[1:])
+        elif line.startswith("-"):
+            removed += 1
+    return CodeChange(path=path, change=kind, lines_added=added, lines_removed=removed, added=_first(new_lines))
+
+
+def _text(path: Path | None) -> list[str] | None:
+    """The file's lines ([] for no file); None for a binary or large one."""
+    if path is None:
+        return []
+    if path.stat().st_size > MAX_TEXT:
+        return None
+    data = path.read_bytes()
+    if b"\0" in data:
+        return None
+    return data.decode("utf-8", errors="replace").splitlines()
+
+
+def _first(lines: Iterator[str] | Sequence[str]) -> list[str]:
+    """The first ADDED_LINES non-blank lines, stripped and clipped."""
+    kept = []
+    for line in lines:
+        if line.strip():
+            kept.append(line.strip()[:LINE_CHARS])
+            if len(kept) == ADDED_LINES:
+                break
+    return kept
+
+
+Method = Literal["git", "walk"]
+
+
+def _ranked(changes: list[CodeChange], *, method: Method, note: str | None = None, **commits: str | None) -> CodeDiff:
+    changes.sort(key=lambda c: (-(c.lines_added + c.lines_removed), c.path))
+    return CodeDiff(
+        method=method, files=changes[:MAX_FILES], num_files=len(changes), note=note,
+        base_commit=commits.get("base_commit"), head_commit=commits.get("head_commit"),
+    )  # fmt: skip

@@ -1,0 +1,81 @@
+"""What a lockstep pair's head tree changed against its base tree (train/launch/tree_diff.py)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from canary_action.train.launch.tree_diff import ADDED_LINES, diff_trees
+
+FACTORY = "def build_trainer(context):\n    return make(context)\n"
+SLOWER = "def build_trainer(context):\n    trainer = make(context)\n    trainer.extra_forward = True\n    return trainer\n"
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> Path:
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+def test_a_walk_lists_added_removed_and_modified_files_with_their_new_lines(tmp_path: Path) -> None:
+    base = write(tmp_path / "base", {"team/factory.py": FACTORY, "old.py": "x = 1\n", "same.yaml": "a: 1\n"})
+    head = write(tmp_path / "head", {"team/factory.py": SLOWER, "new.py": "y = 2\n", "same.yaml": "a: 1\n"})
+    diff = diff_trees(base, head)
+    assert diff.method == "walk"
+    changes = {c.path: c for c in diff.files}
+    assert set(changes) == {"team/factory.py", "old.py", "new.py"}
+    factory = changes["team/factory.py"]
+    assert (factory.change, factory.lines_added, factory.lines_removed) == ("modified", 3, 1)
+    assert factory.added == ["trainer = make(context)", "trainer.extra_forward = True", "return trainer"]
+    assert changes["old.py"].change == "removed"
+    assert (changes["new.py"].change, changes["new.py"].added) == ("added", ["y = 2"])
+    assert diff.files[0].path == "team/factory.py"  # the largest change first
+    assert diff.num_files == 3
+
+
+def test_a_walk_leaves_out_caches_environments_binaries_lines_and_the_pairs_own_output(tmp_path: Path) -> None:
+    base = write(tmp_path / "base", {"a.py": "x = 1\n", "blob.bin": b"\0\1"})
+    head = write(tmp_path / "head", {
+        "a.py": "x = 1\n", "blob.bin": b"\0\2", "__pycache__/a.pyc": "junk", ".venv/lib/site.py": "junk",
+        ".git/HEAD": "ref", "runs/pair-1/metrics.json": "{}", "long.py": "".join(f"line{i}\n" for i in range(50)),
+    })  # fmt: skip
+    diff = diff_trees(base, head, exclude=[head / "runs"])
+    changes = {c.path: c for c in diff.files}
+    assert set(changes) == {"blob.bin", "long.py"}
+    assert (changes["blob.bin"].lines_added, changes["blob.bin"].added) == (0, [])
+    assert len(changes["long.py"].added) == ADDED_LINES
+
+
+def test_the_same_tree_on_both_sides_changed_nothing(tmp_path: Path) -> None:
+    tree = write(tmp_path / "t", {"a.py": "x = 1\n"})
+    assert diff_trees(tree, tree).files == []
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    return done.stdout.strip()
+
+
+def test_two_checkouts_of_one_repository_are_diffed_by_git_and_untracked_output_is_no_change(tmp_path: Path) -> None:
+    """As the action pairs them: the base commit as a worktree of the pull request's checkout."""
+    head = write(tmp_path / "repo", {"team/factory.py": FACTORY, "canary.yaml": "name: c\n"})
+    git(head, "init", "-q", "-b", "main")
+    git(head, "add", ".")
+    git(head, "commit", "-q", "-m", "base")
+    base_sha = git(head, "rev-parse", "HEAD")
+    write(head, {"team/factory.py": SLOWER})
+    git(head, "commit", "-q", "-am", "slower")
+    write(head, {"canary-output/metrics.json": "{}"})  # untracked: the action's output folder
+    git(head, "worktree", "add", "-q", "--detach", str(tmp_path / "base"), base_sha)
+    diff = diff_trees(tmp_path / "base", head)
+    assert diff.method == "git"
+    assert (diff.base_commit, diff.head_commit) == (base_sha, git(head, "rev-parse", "HEAD"))
+    [change] = diff.files
+    assert (change.path, change.change, change.lines_added, change.lines_removed) == ("team/factory.py", "modified", 3, 1)
+    assert "trainer.extra_forward = True" in change.added
