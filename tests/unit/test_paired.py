@@ -87,7 +87,11 @@ def test_a_pair_is_judged_by_its_own_precision_not_by_the_separate_run_limit(tmp
     base, head = make_pair(tmp_path, slowdown=0.05)
     lenient = tmp_path / "lenient.yaml"
     lenient.write_text("max_step_time_increase_pct: 50\n", encoding="utf-8")
-    for result in (judge(base, head, "default"), judge(base, head, "smoke"), run_compare(head, [base], threshold_file=lenient)):
+    for result in (
+        judge(base, head, "default"),
+        judge(base, head, "smoke"),
+        run_compare(head, [base], threshold_file=lenient),
+    ):
         step = check(result, "step_time")
         assert step.status == "fail", step.message
         assert 3 <= step.threshold < 4  # type: ignore[operator]

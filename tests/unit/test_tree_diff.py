@@ -8,7 +8,9 @@ from pathlib import Path
 from canary_action.train.launch.tree_diff import ADDED_LINES, diff_trees
 
 FACTORY = "def build_trainer(context):\n    return make(context)\n"
-SLOWER = "def build_trainer(context):\n    trainer = make(context)\n    trainer.extra_forward = True\n    return trainer\n"
+SLOWER = (
+    "def build_trainer(context):\n    trainer = make(context)\n    trainer.extra_forward = True\n    return trainer\n"
+)
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> Path:
@@ -77,5 +79,10 @@ def test_two_checkouts_of_one_repository_are_diffed_by_git_and_untracked_output_
     assert diff.method == "git"
     assert (diff.base_commit, diff.head_commit) == (base_sha, git(head, "rev-parse", "HEAD"))
     [change] = diff.files
-    assert (change.path, change.change, change.lines_added, change.lines_removed) == ("team/factory.py", "modified", 3, 1)
+    assert (change.path, change.change, change.lines_added, change.lines_removed) == (
+        "team/factory.py",
+        "modified",
+        3,
+        1,
+    )
     assert "trainer.extra_forward = True" in change.added
