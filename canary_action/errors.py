@@ -59,6 +59,13 @@ class UsageError(CanaryError):
     title = "usage error"
 
 
+class NoPairBaseError(UsageError):
+    """A lockstep baseline cannot be made: the base commit cannot be checked out, or its tree lacks the config or
+    refuses it. With `baseline: auto` the action falls back to artifact baselines and says so."""
+
+    title = "no lockstep base"
+
+
 class MissingExtraError(UsageError):
     """A command needs an optional part of the install (`canary run` the `[train]` extra) that is not there."""
 

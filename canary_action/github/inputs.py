@@ -61,11 +61,12 @@ class ActionInputs(BaseModel):
         None,
         description="Token for the REST API: needs checks: write, pull-requests: write and actions: read.",
     )
-    baseline: Literal["artifacts", "lockstep", "both"] = Field(
-        "artifacts",
-        description="artifacts: compare with default-branch runs' uploaded results; lockstep: train the pull "
-        "request's base commit beside it on this runner, taking turns (paired A/B, about twice the time); both: "
-        "lockstep for speed, artifacts as history for the learning checks.",
+    baseline: Literal["auto", "artifacts", "lockstep", "both"] = Field(
+        "auto",
+        description="auto: on a pull request, both (its base commit trained beside it, judged paired, plus "
+        "artifact history), else artifacts; artifacts: compare with default-branch runs' uploaded results only "
+        "(opt out of pairing); lockstep: the paired A/B alone; both: lockstep for speed, artifacts as history for "
+        "the learning checks. A pair trains both sides: docs/lockstep.md says what it costs.",
     )
     setup: str | None = Field(
         None,

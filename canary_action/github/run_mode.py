@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from canary_action.compare.result import CompareResult
-from canary_action.errors import CanaryError, GitHubError, TrainingError, UsageError
+from canary_action.errors import CanaryError, GitHubError, NoPairBaseError, TrainingError, UsageError
 from canary_action.github.baseline_fetch import FetchedBaselines
 from canary_action.github.commands import append_summary, write_outputs
 from canary_action.github.context import PR_EVENTS, EventContext
@@ -66,7 +66,7 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
             if e.forbidden:
                 target = None  # a read-only token: measure and write, publish nothing
 
-    base_sha, notes = _lockstep_base(step)
+    base_sha, notes = _lockstep_base(step, loaded)
     measured, crash = _measure(step, loaded, trainer, base_sha=base_sha, check=check, notes=notes)
     if not publish:
         return _measured_only(step, measured, crash)
@@ -159,11 +159,17 @@ def _measure(
     compare judges against its base side; its notes join `notes`). A crash after something was measured comes
     back beside it."""
     try:
+        measured = None
         if base_sha is not None:
             lockstep = LockstepTrainer(step.runner.workspace, step.inputs.setup)
-            measured, said = lockstep(step.inputs.config, base_sha, step.out_dir)
-            notes += said
-        else:
+            try:
+                measured, said = lockstep(step.inputs.config, base_sha, step.out_dir)
+                notes += said
+            except NoPairBaseError as e:
+                if step.inputs.baseline != "auto":
+                    raise
+                notes.append(_not_paired(step, f"{e.message} ({e.fix})"))
+        if measured is None:
             measured = trainer(loaded, step.out_dir)
         crash = None
     except CanaryError as e:  # a crash, or what preflight refused (no GPU for a cuda config)
@@ -186,19 +192,30 @@ def _measure(
     return measured, crash
 
 
-def _lockstep_base(step: Step) -> tuple[str | None, list[str]]:
+def _lockstep_base(step: Step, loaded: LoadedConfig) -> tuple[str | None, list[str]]:
     """The base commit to train in lockstep, or None (artifact baselines), and what the report should say about
-    the choice. Only a pull request has a base commit."""
-    if step.inputs.baseline == "artifacts":
+    the choice. Only a pull request has a base commit; `auto` pairs a pull request whenever it can."""
+    baseline = step.inputs.baseline
+    if baseline == "artifacts" or (baseline == "auto" and step.ctx.base_sha is None):
         return None, []
     if step.ctx.base_sha is None:
         said = (
-            f"baseline {step.inputs.baseline} asked for, but a {step.ctx.event} event names no base commit to train "
-            "beside this one: compared with artifact baselines instead"
+            f"baseline {baseline} asked for, but a {step.ctx.event} event names no base commit to train beside this "
+            "one: compared with artifact baselines instead"
         )
         step.log.annotate("notice", said, title="rlhf-canary baseline")
         return None, [said]
+    if baseline == "auto" and loaded.config.num_processes > 1:
+        why = f"a {loaded.config.num_processes}-process canary is not paired (a pair runs one process per side)"
+        return None, [_not_paired(step, why)]
     return lockstep_base(step.runner.workspace, step.ctx.base_sha, step.ctx.head_sha), []
+
+
+def _not_paired(step: Step, why: str) -> str:
+    """baseline auto, a pull request that cannot be paired: said, and judged against artifact baselines."""
+    said = f"baseline auto: not paired with the base commit: {why}; compared with artifact baselines instead"
+    step.log.annotate("notice", said, title="rlhf-canary baseline")
+    return said
 
 
 def baseline_snippet(

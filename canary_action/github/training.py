@@ -20,8 +20,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from canary_action.config.load import LoadedConfig
-from canary_action.errors import ERROR_FILE_ENV, CanaryError, TrainingError, UsageError, from_record
+from canary_action.config.load import LoadedConfig, load_config
+from canary_action.errors import (
+    ERROR_FILE_ENV,
+    CanaryError,
+    ConfigError,
+    NoPairBaseError,
+    TrainingError,
+    UsageError,
+    from_record,
+)
 from canary_action.files import FileRefusedError, read_regular_file
 from canary_action.metrics.stream import rebuild_killed
 from canary_action.train.launch.environment import child_environment, prepare_setup, unprivileged
@@ -124,13 +132,16 @@ def _how_it_ended(code: int) -> str:
 
 
 def lockstep_base(workspace: Path, event_base: str, head: str | None) -> str:
-    """The commit to pair the checkout with. On pull_request the checkout is GitHub's merge commit (the PR's head
-    merged into its base branch as it is now): its first parent is the base branch then, which the merge is
-    measured against; the event's base.sha may be older. Otherwise (the head itself checked out) the event's."""
+    """The commit to pair the checkout with, so that the pair measures what the pull request changes. On
+    pull_request the checkout is GitHub's merge commit (the PR's head merged into its base branch as it is now):
+    its first parent is the base branch then, which the merge is measured against; the event's base.sha may be
+    older. With the head itself checked out (pr-canary.yml's measure job), the merge base of the event's base and
+    HEAD: the base branch's newer commits are not the PR's doing. Without the history to find it (a shallow
+    checkout), the event's base."""
     parents = _git_out(workspace, "rev-list", "--parents", "-n", "1", "HEAD").split()
     if len(parents) == 3 and (head is None or parents[2] == head):
         return parents[1]
-    return event_base
+    return _git_out(workspace, "merge-base", event_base, "HEAD") or event_base
 
 
 def measured_commit(workspace: Path, *, merge_sha: str | None) -> str | None:
@@ -189,10 +200,11 @@ class LockstepTrainer:
     setup: str | None = None
 
     def __call__(self, config: str, base_sha: str, output_dir: Path) -> tuple[Path, list[str]]:
-        """Run the pair: its directory (compare judges its head side against its base side), and notes."""
+        """Run the pair: its directory (compare judges its head side against its base side), and notes. Raises
+        NoPairBaseError, before anything trains, when the base side cannot be made."""
         from canary_action.train.launch.pair import run_pair
 
-        base = checkout_base(self.workspace, base_sha, Path(tempfile.mkdtemp(prefix="rlhf-canary-base-")) / "tree")
+        base = self.base_tree(config, base_sha)
         outcome = run_pair(base, self.workspace, Path(config), output_dir=output_dir, setup=self.setup)
         notes = [f"baseline: the base commit {base_sha[:12]}, trained in lockstep beside this one", *outcome.notes]
         if outcome.error is not None:
@@ -200,3 +212,25 @@ class LockstepTrainer:
                 outcome.error.metrics_path = outcome.pair_dir  # what both sides measured is still compared
             raise outcome.error
         return outcome.pair_dir, notes
+
+    def base_tree(self, config: str, base_sha: str) -> Path:
+        """The base commit checked out beside the workspace, its config loading; NoPairBaseError otherwise (a
+        shallow checkout that cannot fetch it, a pull request that adds the canary, a base config this release
+        refuses)."""
+        try:
+            base = checkout_base(self.workspace, base_sha, Path(tempfile.mkdtemp(prefix="rlhf-canary-base-")) / "tree")
+        except UsageError as e:
+            raise NoPairBaseError(e.message, fix=e.fix) from e
+        path = base / config
+        if not path.is_file():
+            raise NoPairBaseError(
+                f"the base commit {base_sha[:12]} has no {config} (a pull request that adds the canary?)",
+                fix="nothing to pair with until the config is on the base branch; artifact baselines judge it",
+            )
+        try:
+            load_config(path)
+        except ConfigError as e:
+            raise NoPairBaseError(
+                f"the base commit's {config} is refused: {e.message}", fix="fix the config on the base branch"
+            ) from e
+        return base

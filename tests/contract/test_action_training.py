@@ -94,28 +94,37 @@ def run_entrypoint_with(runner: Runner, payload: Path, **inputs: str) -> tuple[i
     return done.returncode, done.stdout + done.stderr, parse_outputs(Path(env["GITHUB_OUTPUT"]).read_text())
 
 
-def test_a_lockstep_baseline_trains_the_base_commit_beside_the_pull_request(
-    fake_github: FakeGitHub, tmp_path: Path
-) -> None:
-    """baseline: lockstep on a pull_request event: the base commit is checked out from the repository's history,
-    both trees train in turns, and one check and one comment say the verdict was paired."""
-    runner = Runner(fake_github, tmp_path)
+def slowed_pull_request(runner: Runner, tmp_path: Path, *, base_has_config: bool = True) -> tuple[Path, str]:
+    """A git workspace with the base commit and a pull request that slows every step (400 planted products);
+    (its pull_request.opened payload, the head commit)."""
     workspace = runner.workspace
     config = yaml.safe_load((ROOT / "configs" / "tiny" / "sft.yaml").read_text())
-    (workspace / "canary.yaml").write_text(yaml.safe_dump({**config, "max_steps": 34}))
     git(workspace, "init", "-q", "-b", "main")
-    git(workspace, "add", "canary.yaml")
+    if base_has_config:
+        (workspace / "canary.yaml").write_text(yaml.safe_dump({**config, "max_steps": 34}))
+    else:
+        (workspace / "canary.yaml").unlink()
+        (workspace / "README.md").write_text("a team's repository\n")
+    git(workspace, "add", ".")
     git(workspace, "commit", "-q", "-m", "base")
     base_sha = git(workspace, "rev-parse", "HEAD")
     slowed = {**config, "max_steps": 34, "fault_injection": {"extra_matmuls_per_step": 400}}
     (workspace / "canary.yaml").write_text(yaml.safe_dump(slowed))  # the pull request slows every step
-    git(workspace, "commit", "-q", "-am", "head")
+    git(workspace, "add", ".")
+    git(workspace, "commit", "-q", "-m", "head")
     head_sha = git(workspace, "rev-parse", "HEAD")
-    fake_github.add_pull(number=2, head_sha=head_sha)
+    runner.fake.add_pull(number=2, head_sha=head_sha)
+    return pull_request_payload(tmp_path, base_sha, head_sha), head_sha
 
-    code, log, outputs = run_entrypoint_with(
-        runner, pull_request_payload(tmp_path, base_sha, head_sha), baseline="lockstep"
-    )
+
+def test_by_default_a_pull_request_is_trained_beside_its_base_commit(fake_github: FakeGitHub, tmp_path: Path) -> None:
+    """No `baseline` input (auto) on a pull_request event: the base commit is checked out from the repository's
+    history, both trees train in turns, one check and one comment say the verdict was paired, and the artifact
+    baselines are still searched, as history for the learning checks."""
+    runner = Runner(fake_github, tmp_path)
+    payload, head_sha = slowed_pull_request(runner, tmp_path)
+
+    code, log, outputs = run_entrypoint_with(runner, payload)
 
     assert code == 1, log[-4000:]
     assert outputs["verdict"] == "regression"
@@ -123,11 +132,37 @@ def test_a_lockstep_baseline_trains_the_base_commit_beside_the_pull_request(
     assert check["head_sha"] == head_sha
     assert check["conclusion"] == "failure"
     assert "**Paired A/B** on this runner" in check["output"]["summary"]
+    assert "minimum effect" in check["output"]["summary"]
     [comment] = fake_github.comments[2]
     assert "**Paired A/B** on this runner" in comment["body"]
-    assert not [r for r in fake_github.requests if "/artifacts" in r.path], "lockstep alone fetches no artifacts"
-    [pair] = (workspace / "canary-output").glob("*-pair-*")
+    assert [r for r in fake_github.requests if "/actions/workflows/" in r.path], "artifact history searched"
+    [pair] = (runner.workspace / "canary-output").glob("*-pair-*")
     assert {p.name for p in pair.iterdir()} >= {"base", "head", "pair.json"}
+    code_diff = json.loads((pair / "pair.json").read_text(encoding="utf-8"))["code"]
+    assert [f["path"] for f in code_diff["files"]] == ["canary.yaml"]
+
+
+def test_a_pull_request_that_adds_the_canary_is_judged_against_artifacts_and_says_why(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    """auto cannot pair when the base commit has no canary config: a notice, the artifact baselines (none yet:
+    neutral), never a failed step; `baseline: lockstep` asked for explicitly is exit 2 naming the cause."""
+    runner = Runner(fake_github, tmp_path)
+    payload, _ = slowed_pull_request(runner, tmp_path, base_has_config=False)
+    config = yaml.safe_load((runner.workspace / "canary.yaml").read_text())
+    (runner.workspace / "canary.yaml").write_text(yaml.safe_dump({**config, "max_steps": 4}))
+
+    code, log, outputs = run_entrypoint_with(runner, payload)
+
+    assert code == 0, log[-4000:]
+    assert outputs["verdict"] == "neutral"
+    assert "baseline auto: not paired with the base commit: the base commit" in log
+    assert "has no canary.yaml (a pull request that adds the canary?)" in log
+    assert not list((runner.workspace / "canary-output").glob("*-pair-*"))
+
+    code, log, _ = run_entrypoint_with(runner, payload, baseline="lockstep")
+    assert code == 2, log[-4000:]
+    assert "has no canary.yaml" in log
 
 
 FACTORY = """

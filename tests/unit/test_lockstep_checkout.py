@@ -75,5 +75,7 @@ def test_a_merge_checkout_pairs_with_its_first_parent(origin: tuple[Path, str, s
     moved_base = git(repo, "rev-parse", "HEAD")
     git(repo, "merge", "-q", "--no-ff", "-m", "merge", "feature")
     assert lockstep_base(repo, old_base, pr_head) == moved_base
-    git(repo, "checkout", "-q", "feature")  # the PR's head itself checked out: the event's base stands
+    git(repo, "checkout", "-q", "feature")  # the PR's head itself checked out: where it branched
     assert lockstep_base(repo, old_base, pr_head) == old_base
+    assert lockstep_base(repo, moved_base, pr_head) == old_base, "the base branch's newer commits are not the PR's"
+    assert lockstep_base(repo, "0" * 40, pr_head) == "0" * 40, "no history to find it: the event's base"
