@@ -1,28 +1,33 @@
-"""Lockstep A/B on real runs: pairs of the tiny DPO canary, plain (A/A) and with a planted slowdown on the head
-side, on a quiet machine and beside a bursty CPU hog, judged paired and the old way (separate runs).
+"""Lockstep A/B on real runs: pairs of a team's canary (its own trainer_factory, collator and compute_loss, on
+the builtin tiny model), A/A and with slowdowns written as team code, on a quiet machine and beside a bursty CPU
+hog, judged with the defaults (`canary pair` and the action: no threshold file) and the old way (separate runs).
 
-    python benchmarks/lockstep.py collect -o benchmarks/data/lockstep-2026-11-24
-    python benchmarks/lockstep.py replay benchmarks/data/lockstep-2026-11-24 --write-docs
+    python benchmarks/lockstep.py collect -o benchmarks/data/lockstep-2026-11-26
+    python benchmarks/lockstep.py replay benchmarks/data/lockstep-2026-11-26 --date 2026-11-26 --write-docs
 
-`collect` first calibrates: the median step time of one quiet A/A pair and the time of one 256x256 matrix
-product here, so that a planted slowdown of X % is X % x step / product extra products per step
-(`fault_injection.extra_matmuls_per_step`: compute, like a real regression) or, for the sleep comparison, a
-sleep of X % x step (`sleep_s_per_step`). It then runs every job of the plan — (label, load) repeated — in one
-random order, so that drift over the hour hits every label alike. Each pair is `canary pair` as a user runs it
-(two trees: the base tree holds configs/tiny/dpo.yaml; a head tree holds the same file with the planted fault;
-A/A pairs give the base tree for both sides), timed from the command's start to its end; `single` jobs time one
-`canary run` of the same config for the wall-time ratio. Under load "hog", one bursty CPU hog runs beside the
+Each tree is a team's repository: `canary.yaml` (training_type custom, trainer_factory
+team_pipeline.trainer:build_trainer) and the package `team_pipeline/`. The base tree's trainer is plain; a head
+tree's adds needless work, as a pull request would: `compute_loss` recomputing a probe diagnostic N times per
+step (tensor work), or the collator re-checking a vocabulary table N times per batch (Python work, timed as
+data wait). `collect` first calibrates: the median step of one quiet A/A pair, and the time of one diagnostic
+and one check, timed from the base tree's own module on one thread; a slowdown of X % is then X % x step / unit
+repetitions. It runs every job of the plan — (label, load) repeated — in one random order, so that drift over
+the hour hits every label alike. Each pair is `canary pair canary.yaml --base BASE --head HEAD` as a user runs
+it (A/A pairs give the base tree for both sides), timed from the command's start to its end; `single` jobs time
+one `canary run` of the base tree for the wall-time ratio. Under load "hog", one bursty CPU hog runs beside the
 pair: busy for 0.5-3 s, idle for 0.5-3 s, at random. A manifest (manifest.jsonl) lists every job.
 
-`replay` judges each pair with the real comparison (`run_compare`, what `canary compare PAIR_DIR` runs) with the
-default tier and a 5 % step-time limit, and the same head runs the old way: against the base sides of three
-other pairs of the same load (separate runs). A false alarm is a `regression` verdict on an A/A pair; a
-detection is step_time failed.
+`replay` judges each pair with the real comparison (`run_compare`, what `canary compare PAIR_DIR` runs), with
+the defaults unless `--threshold-file` is given, and the same head runs the old way: against the base sides of
+three other pairs of the same load (separate runs). A false alarm is a `regression` verdict on an A/A pair; a
+detection is step_time failed. Older collections (fault_injection heads, 2026-11-24) replay too: the labels
+come from their calibration.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -30,26 +35,25 @@ import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 REPO: Final = Path(__file__).resolve().parent.parent
-CONFIG: Final = Path("configs/tiny/dpo.yaml")
+CONFIG: Final = Path("canary.yaml")
 MANIFEST: Final = "manifest.jsonl"
 DOCS_BEGIN: Final = "<!-- lockstep:begin -->"
 DOCS_END: Final = "<!-- lockstep:end -->"
-#: label -> (kind of planted slowdown, nominal size)
+#: label -> (the team code that slows the head side, nominal size)
 LABELS: Final = {
-    "aa": ("none", 0.0), "busy5": ("busy", 0.05), "busy10": ("busy", 0.10), "busy20": ("busy", 0.20),
-    "sleep10": ("sleep", 0.10),
+    "aa": ("none", 0.0), "loss5": ("loss", 0.05), "collate5": ("collate", 0.05), "loss10": ("loss", 0.10),
+    "collate10": ("collate", 0.10),
 }  # fmt: skip
-QUIET_PLAN: Final = "aa:10,busy5:6,busy10:6,busy20:3,sleep10:3,single:3"
-HOG_PLAN: Final = "aa:8,busy5:3,busy10:3,busy20:6"
+QUIET_PLAN: Final = "aa:12,loss5:5,collate5:5,loss10:3,collate10:3,single:4"
+HOG_PLAN: Final = "aa:12,loss5:5,collate5:5,loss10:3,collate10:3"
 HOG: Final = """
 import os, random, time
 parent, rng = os.getppid(), random.Random(0)
@@ -59,6 +63,82 @@ while os.getppid() == parent:  # never outlive the collector (a killed collector
         pass
     time.sleep(rng.uniform(0.5, 3.0))
 """
+TEAM_CONFIG: Final = """\
+# A team's canary: its own trainer (team_pipeline/trainer.py) on the builtin tiny model and data, offline.
+name: team-sft
+training_type: custom
+trainer_factory: team_pipeline.trainer:build_trainer
+model_name: builtin:tiny-llama
+dataset_name: builtin:sft
+dataset_size: 512
+max_length: 128
+max_prompt_length: 32
+max_steps: 100
+batch_size: 16
+gradient_accumulation_steps: 1
+learning_rate: 1.0e-3
+use_peft: false
+"""
+TEAM_TRAINER: Final = '''\
+"""Our SFT trainer: the team's collator and loss, on the model and data the canary loads (training_type: custom)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import DataCollatorForLanguageModeling, Trainer, TrainingArguments
+{constants}
+_VOCAB = list(range(4096))
+_PROBE = torch.randn(256, 256, generator=torch.Generator().manual_seed(0))
+
+
+def vocab_check() -> int:
+    """Validates the token table: every id unique and in range."""
+    return len(set(sorted(_VOCAB, reverse=True)))
+
+
+def probe_diagnostic() -> torch.Tensor:
+    """A random-feature projection of the probe, for the training dashboard."""
+    return _PROBE @ _PROBE
+
+
+class TeamCollator(DataCollatorForLanguageModeling):
+    def __call__(self, features, return_tensors=None):
+{collate_work}        return super().__call__(features, return_tensors)
+
+
+class TeamTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+{loss_work}        return result
+
+
+def build_trainer(context):
+    config, tokenizer = context.config, context.tokenizer
+
+    def tokenize(example):
+        return tokenizer(example["text"], truncation=True, max_length=config.max_length)
+
+    dataset = context.dataset.map(tokenize, remove_columns=context.dataset.column_names)
+    return TeamTrainer(
+        model=context.model,
+        args=TrainingArguments(**context.trainer_kwargs()),
+        train_dataset=dataset,
+        data_collator=TeamCollator(tokenizer, mlm=False),
+    )
+'''
+#: What a head tree adds to the base tree's trainer (the pull request): a constant and the loop that uses it.
+SLOWDOWNS: Final = {
+    "loss": (
+        "\n#: Recompute the diagnostic each step (it was left on after debugging the dashboard).\n"
+        "DIAGNOSTIC_REPEATS = {count}\n",
+        "", "        with torch.no_grad():\n            for _ in range(DIAGNOSTIC_REPEATS):\n"
+        "                probe_diagnostic()\n",
+    ),
+    "collate": (
+        "\n#: Re-check the token table for every batch (a validation loop left on).\nVOCAB_CHECKS = {count}\n",
+        "        for _ in range(VOCAB_CHECKS):\n            vocab_check()\n", "",
+    ),
+}  # fmt: skip
 
 
 def canary(*args: str) -> list[str]:
@@ -84,17 +164,39 @@ def matmul_s() -> float:
     return statistics.median(PlantedWork.timings_s(rounds=5))
 
 
-def run_pair(base: Path, head: Path, out: Path, steps: int, ablation: Sequence[str] = ()) -> tuple[Path, float]:
-    """One `canary pair`; `ablation` turns off what makes the sides comparable: "pin" (both sides may use every
-    CPU, as the scheduler likes), "malloc" (glibc as it is)."""
+def unit_s(tree: Path, name: str, rounds: int = 5, per_round: int = 200) -> float:
+    """Seconds per call of the team module's `name` (probe_diagnostic, vocab_check), on one thread as the canary
+    trains: the median of `rounds` rounds after a warm-up."""
+    import torch
+
+    torch.set_num_threads(1)
+    spec = importlib.util.spec_from_file_location("team_trainer", tree / "team_pipeline" / "trainer.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    work: Callable[[], object] = getattr(module, name)
+    for _ in range(per_round):
+        work()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(per_round):
+            work()
+        times.append((time.perf_counter() - start) / per_round)
+    return statistics.median(times)
+
+
+def run_pair(base: Path, head: Path, out: Path, ablation: Sequence[str] = ()) -> tuple[Path, float]:
+    """One `canary pair` with its defaults; `ablation` turns off what makes the sides comparable: "pin" (both
+    sides may use every CPU, as the scheduler likes), "malloc" (glibc as it is)."""
     out.mkdir(parents=True, exist_ok=True)
     before = set(out.iterdir())
     extra = ["--cpus", ",".join(map(str, sorted(os.sched_getaffinity(0))))] if "pin" in ablation else []
     env = {**os.environ, **({"CANARY_PAIR_MALLOC": "default"} if "malloc" in ablation else {})}
     start = time.perf_counter()
     done = subprocess.run(
-        canary("pair", str(CONFIG), "--base", str(base), "--head", str(head), "-o", str(out),
-               "--set", f"max_steps={steps}", "--json", *extra),
+        canary("pair", str(CONFIG), "--base", str(base), "--head", str(head), "-o", str(out), "--json", *extra),
         capture_output=True, text=True, check=False, cwd=REPO, env=env,
     )  # fmt: skip
     wall = time.perf_counter() - start
@@ -104,22 +206,25 @@ def run_pair(base: Path, head: Path, out: Path, steps: int, ablation: Sequence[s
     return new, wall
 
 
-def run_single(out: Path, steps: int) -> float:
+def run_single(tree: Path, out: Path) -> float:
+    """One `canary run` of the tree's canary, in the tree (where the team's package imports from)."""
     start = time.perf_counter()
-    subprocess.run(
-        canary("run", str(CONFIG), "-o", str(out), "--set", f"max_steps={steps}"),
-        check=True, capture_output=True, cwd=REPO,
-    )  # fmt: skip
+    subprocess.run(canary("run", str(CONFIG), "-o", str(out.resolve())), check=True, capture_output=True, cwd=tree)
     return time.perf_counter() - start
 
 
-def make_tree(root: Path, name: str, fault: str | None) -> Path:
+def make_tree(root: Path, name: str, kind: str = "none", count: int = 0) -> Path:
+    """A team's repository: the canary config and team_pipeline/, its trainer slowed by `kind` x `count`."""
     tree = root / name
-    (tree / CONFIG.parent).mkdir(parents=True, exist_ok=True)
-    text = (REPO / CONFIG).read_text(encoding="utf-8")
-    if fault:
-        text += f"fault_injection:\n  {fault}\n"
-    (tree / CONFIG).write_text(text, encoding="utf-8")
+    (tree / "team_pipeline").mkdir(parents=True, exist_ok=True)
+    (tree / CONFIG).write_text(TEAM_CONFIG, encoding="utf-8")
+    (tree / "team_pipeline" / "__init__.py").write_text("", encoding="utf-8")
+    constants, collate_work, loss_work = ("", "", "")
+    if kind in SLOWDOWNS:
+        constants, collate_work, loss_work = SLOWDOWNS[kind]
+        constants = constants.format(count=count)
+    text = TEAM_TRAINER.format(constants=constants, collate_work=collate_work, loss_work=loss_work)
+    (tree / "team_pipeline" / "trainer.py").write_text(text, encoding="utf-8")
     return tree
 
 
@@ -133,23 +238,23 @@ def parse_plan(plan: str, load: str) -> list[tuple[str, str]]:
     return jobs
 
 
-def collect(out: Path, *, quiet_plan: str, hog_plan: str, steps: int, seed: int, ablation: Sequence[str] = ()) -> None:
+def collect(out: Path, *, quiet_plan: str, hog_plan: str, seed: int, ablation: Sequence[str] = ()) -> None:
     out.mkdir(parents=True, exist_ok=True)
     trees = out / "trees"
-    base = make_tree(trees, "base", None)
-    calibration, _ = run_pair(base, base, out / "calibration", steps, ablation)
+    base = make_tree(trees, "base")
+    calibration, _ = run_pair(base, base, out / "calibration", ablation)
     step_s = json.loads((calibration / "base" / "metrics.json").read_text())["summary"]["step_time_s"]["median"]
-    product_s = matmul_s()
+    units = {"loss": unit_s(base, "probe_diagnostic"), "collate": unit_s(base, "vocab_check")}
     heads: dict[str, tuple[Path, str]] = {"aa": (base, "")}
     for label, (kind, size) in LABELS.items():
-        if kind == "busy":
-            count = round(size * step_s / product_s)
-            heads[label] = (make_tree(trees, label, f"extra_matmuls_per_step: {count}"), f"{count} products")
-        elif kind == "sleep":
-            sleep = size * step_s
-            heads[label] = (make_tree(trees, label, f"sleep_s_per_step: {sleep:.4f}"), f"{sleep * 1000:.1f} ms sleep")
-    sizes = {k: v[1] for k, v in heads.items()}
-    calibrated = {"step_s": step_s, "matmul_s": product_s, "steps": steps, "heads": sizes, "ablation": list(ablation)}
+        if kind in units:
+            count = round(size * step_s / units[kind])
+            what = "diagnostics in compute_loss" if kind == "loss" else "vocabulary checks in the collator"
+            heads[label] = (make_tree(trees, label, kind, count), f"{count} {what}")
+    calibrated = {
+        "step_s": step_s, "units_s": units, "steps": 100, "heads": {k: v[1] for k, v in heads.items()},
+        "ablation": list(ablation),
+    }  # fmt: skip
     (out / "calibration.json").write_text(json.dumps(calibrated, indent=2), encoding="utf-8")
     jobs = parse_plan(quiet_plan, "quiet") + parse_plan(hog_plan, "hog")
     random.Random(seed).shuffle(jobs)
@@ -158,11 +263,11 @@ def collect(out: Path, *, quiet_plan: str, hog_plan: str, steps: int, seed: int,
             started = time.strftime("%H:%M:%S")
             with hog(load == "hog"):
                 if label == "single":
-                    wall = run_single(out / "singles", steps)
+                    wall = run_single(base, out / "singles")
                     row: dict[str, Any] = {"label": label, "load": load, "wall_s": wall}
                 else:
                     head, planted = heads[label]
-                    pair, wall = run_pair(base, head, out / "pairs", steps, ablation)
+                    pair, wall = run_pair(base, head, out / "pairs", ablation)
                     row = {"label": label, "load": load, "pair": str(pair.relative_to(out)), "wall_s": wall,
                            "planted": planted}  # fmt: skip
             row["started"] = started
@@ -172,8 +277,7 @@ def collect(out: Path, *, quiet_plan: str, hog_plan: str, steps: int, seed: int,
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
-    collect(args.output, quiet_plan=args.quiet_plan, hog_plan=args.hog_plan, steps=args.steps, seed=args.seed,
-            ablation=args.ablate)  # fmt: skip
+    collect(args.output, quiet_plan=args.quiet_plan, hog_plan=args.hog_plan, seed=args.seed, ablation=args.ablate)
 
 
 @dataclass(frozen=True)
@@ -195,16 +299,22 @@ class Judged:
     """The step-time limit the separate-runs judgement applied (the threshold widened to its noise)."""
     round_sd: tuple[float, float] = (0.0, 0.0)
     """The rounds' log ratios: (sample SD, robust SD = 1.4826 x MAD)."""
+    paired_limit_pct: float | None = None
+    """The limit the paired judgement applied (the minimum effect, raised to the pair's noise)."""
+    first_suspect: str | None = None
+    """The category ranked first when the pair was flagged (code, dataloader, kernel...)."""
 
 
 def thresholds_file(directory: Path) -> Path:
-    """The default tier with a 5 % step-time limit (the nightly tier's; nightly itself needs 100 steady steps)."""
+    """The default tier with a 5 % step-time limit: how the 2026-11-24 collection was judged (before the paired
+    rule, when a pair took the tier's limit)."""
     path = directory / "thresholds.yaml"
     path.write_text("base_tier: default\nmax_step_time_increase_pct: 5\n", encoding="utf-8")
     return path
 
 
-def judge_all(data: Path, rows: Sequence[dict[str, Any]], limits: Path) -> list[Judged]:
+def judge_all(data: Path, rows: Sequence[dict[str, Any]], limits: Path | None = None) -> list[Judged]:
+    """Every pair of `rows` judged paired and as separate runs, with the defaults or the thresholds in `limits`."""
     from canary_action.compare import paired, window
     from canary_action.compare.baselines import load_current
     from canary_action.compare.command import run_compare
@@ -248,7 +358,8 @@ def judge_all(data: Path, rows: Sequence[dict[str, Any]], limits: Path) -> list[
             label=row["label"], load=row["load"], pair=row["pair"], wall_s=row["wall_s"],
             effect_pct=effect.delta_pct, sd_log=effect.sd_log, within_log=within, paired_verdict=result.verdict,
             paired_step=step.status, old_verdict=old_verdict, old_step=old_step, old_limit_pct=old_limit,
-            round_sd=spread,
+            round_sd=spread, paired_limit_pct=step.threshold,
+            first_suspect=result.suspects[0].category if result.suspects else None,
         ))  # fmt: skip
     return judged
 
@@ -259,10 +370,10 @@ def process_spread(aa: Sequence[Judged]) -> float:
     return math.sqrt(max(excess, 0.0))
 
 
-def expected_false_alarms(aa: Sequence[Judged], fitted: float, limit_pct: float = 5.0, k: float = 3.0) -> float:
+def expected_false_alarms(aa: Sequence[Judged], fitted: float, limit_pct: float = 3.0, k: float = 3.0) -> float:
     """The A/A rate the data imply: for each A/A pair, the chance that a null effect — spread by its rounds'
     error and the *fitted* process-level spread, not the shipped one — passes the limit the gate applies (the
-    threshold, widened to k x the gate's SD, and clear of zero). Normal tails (the rounds give ~25+ dof)."""
+    minimum effect, raised to k x the gate's SD, and clear of zero). Normal tails (the rounds give ~25+ dof)."""
     rates = []
     for j in aa:
         true_sd = math.hypot(j.within_log, fitted)
@@ -271,25 +382,40 @@ def expected_false_alarms(aa: Sequence[Judged], fitted: float, limit_pct: float 
     return statistics.fmean(rates)
 
 
-def render(judged: Sequence[Judged], rows: Sequence[dict[str, Any]], calibration: dict[str, Any], when: str) -> str:
+def expected_detection(group: Sequence[Judged], true_pct: float, fitted: float) -> float:
+    """The detection rate the data imply for a true effect of `true_pct`: per pair, the chance that the effect,
+    spread as an A/A pair's is, lands above the limit that pair applied."""
+    rates = []
+    for j in group:
+        true_sd = math.hypot(j.within_log, fitted)
+        limit = math.log1p((j.paired_limit_pct or 3.0) / 100)
+        rates.append(0.5 * math.erfc((limit - math.log1p(true_pct / 100)) / true_sd / math.sqrt(2)))
+    return statistics.fmean(rates)
+
+
+def render(judged: Sequence[Judged], rows: Sequence[dict[str, Any]], calibration: dict[str, Any], when: str,
+           rule: str = "the defaults (no threshold file): the paired rule, a 3 % minimum effect") -> str:  # fmt: skip
     from canary_action.compare import paired
 
     aa = [j for j in judged if j.label == "aa"]
     fitted = process_spread(aa)
     z = [math.log1p(j.effect_pct / 100) / j.sd_log for j in aa]
+    step_ms = 1000 * calibration["step_s"]
+    units = calibration.get("units_s") or {"products": calibration.get("matmul_s", 0.0)}
+    unit_text = ", ".join(f"one {k} unit {1000 * v:.3f} ms" for k, v in units.items())
     lines = [
         f"Collected {when} on this 2-core shared VM (`lscpu`: AMD EPYC, 2 vCPUs), one thread per side, "
-        f"{calibration['steps']} steps per side in 2-step turns (configs/tiny/dpo.yaml with `--set max_steps="
-        f"{calibration['steps']}`); quiet step {1000 * calibration['step_s']:.0f} ms, one 256x256 product "
-        f'{1000 * calibration["matmul_s"]:.3f} ms. "Quiet" means no load added by the benchmark (the machine\'s '
-        'own neighbours, and other work of this session, ran as they did); "hog" adds one bursty CPU hog '
-        "(busy 0.5-3 s, idle 0.5-3 s). Judged with the default tier and a 5 % step-time limit.",
+        f"{calibration['steps']} steps per side in 2-step turns; quiet step {step_ms:.0f} ms; {unit_text}. "
+        '"Quiet" means no load added by the benchmark (the machine\'s own neighbours, and other work of this '
+        'session, ran as they did); "hog" adds one bursty CPU hog (busy 0.5-3 s, idle 0.5-3 s). '
+        f"Judged with {rule}.",
         "",
         "| load | pair | n | planted | measured effect (mean) | paired: step_time failed | separate runs: failed |",
         "|---|---|---|---|---|---|---|",
     ]
+    labels = list(calibration["heads"])
     for load in ("quiet", "hog"):
-        for label in LABELS:
+        for label in labels:
             group = [j for j in judged if j.label == label and j.load == load]
             if not group:
                 continue
@@ -308,24 +434,34 @@ def render(judged: Sequence[Judged], rows: Sequence[dict[str, Any]], calibration
     shipped = 100 * paired.PROCESS_SD["cpu"]
     expected = expected_false_alarms(aa, fitted)
     old_limits = [j.old_limit_pct for j in judged if j.old_limit_pct is not None]
-    paired_limits = [100 * math.expm1(max(math.log1p(0.05), 3 * j.sd_log)) for j in judged]
+    paired_limits = [j.paired_limit_pct for j in judged if j.paired_limit_pct is not None]
+    detect5, detect10 = (expected_detection(judged, effect, fitted) for effect in (5, 10))
     lines += [
         "",
         f"A/A calibration over all {len(aa)} A/A pairs (quiet and hog): their effects "
         f"{', '.join(f'{j.effect_pct:+.1f}' for j in aa)} %; process-level spread fitted from them "
         f"{100 * fitted:.2f} % (shipped: {shipped:.1f} %, `compare/paired.py` PROCESS_SD); z = effect / its SD has "
         f"SD {statistics.stdev(z):.2f} (1 for a calibrated interval), largest |z| {max(abs(v) for v in z):.1f}; "
-        f"the A/A false-alarm rate these spreads imply at the 5 % limit: {100 * expected:.2g} % per pair. "
+        f"the A/A false-alarm rate these spreads imply at the 3 % minimum effect: {100 * expected:.2g} % per pair. "
         f"The rounds' log ratios in an A/A pair have a median SD of {100 * _median_sd(aa, 0):.1f} % but a robust SD "
-        f"of {100 * _median_sd(aa, 1):.1f} %: heavy tails (a garbage "
-        "collection, a neighbour's burst in one side's chunk), hence the trimmed mean.",
+        f"of {100 * _median_sd(aa, 1):.1f} %: heavy tails (a garbage collection, a neighbour's burst in one side's "
+        "chunk), hence the trimmed mean.",
         "",
+        f"The paired limit (the minimum effect raised to 3 × the pair's noise) had a median of "
+        f"{statistics.median(paired_limits):.1f} % (range {min(paired_limits):.1f}-{max(paired_limits):.1f} %). "
+        f"The implied detection of a true +5 % at those limits and spreads: {100 * detect5:.0f} %; of +10 %: "
+        f"{100 * detect10:.0f} %. "
         "Separate runs are judged as the artifact history is: the run-to-run spread of three baselines pooled with "
-        f"the CPU prior (1.7 x the per-step spread). Their step-time limit widened to a median of "
-        f"{statistics.median(old_limits):.0f} % (from 5 %), where the paired limit stayed at a median of "
-        f"{statistics.median(paired_limits):.1f} %. (Those baselines ran with the pair's pinning and malloc tuning, "
-        "which make separate runs look better than `canary run` would.)",
+        f"the CPU prior (1.7 x the per-step spread); their step-time limit widened to a median of "
+        f"{statistics.median(old_limits):.0f} % (from the tier's 10 %). (Those baselines ran with the pair's "
+        "pinning and malloc tuning, which make separate runs look better than `canary run` would.)",
     ]
+    firsts = [j.first_suspect for j in judged if j.label != "aa" and j.paired_step == "fail" and j.first_suspect]
+    if firsts:
+        counts = ", ".join(
+            f"{name} {firsts.count(name)}" for name in sorted(set(firsts), key=firsts.count, reverse=True)
+        )
+        lines.append(f"First suspect of the {len(firsts)} caught slowdowns: {counts}.")
     singles = [r["wall_s"] for r in rows if r["label"] == "single" and r["load"] == "quiet"]
     quiet_pairs = [j.wall_s for j in judged if j.load == "quiet"]
     if singles and quiet_pairs:
@@ -333,14 +469,6 @@ def render(judged: Sequence[Judged], rows: Sequence[dict[str, Any]], calibration
         lines.append(
             f"Wall time, quiet: a pair {statistics.fmean(quiet_pairs):.0f} s (`canary pair`, both sides, compare "
             f"and report), one run {statistics.fmean(singles):.0f} s (`canary run`): {ratio:.2f}x."
-        )
-    sleeps = [j.effect_pct for j in judged if j.label == "sleep10"]
-    busies = [j.effect_pct for j in judged if j.label == "busy10" and j.load == "quiet"]
-    if sleeps:
-        lines.append(
-            f"A planted +10 % as a sleep ({calibration['heads'].get('sleep10')}) measured "
-            f"{', '.join(f'{v:+.1f}' for v in sleeps)} %; as compute ({calibration['heads'].get('busy10')}) "
-            f"{', '.join(f'{v:+.1f}' for v in busies)} % (quiet). The benchmark's planted slowdowns are compute."
         )
     return "\n".join(lines)
 
@@ -352,9 +480,9 @@ def _median_sd(judged: Sequence[Judged], which: int) -> float:
 def cmd_replay(args: argparse.Namespace) -> None:
     rows = [json.loads(line) for line in (args.data / MANIFEST).read_text(encoding="utf-8").splitlines() if line]
     calibration = json.loads((args.data / "calibration.json").read_text(encoding="utf-8"))
-    with tempfile.TemporaryDirectory() as scratch:
-        judged = judge_all(args.data, rows, thresholds_file(Path(scratch)))
-    text = render(judged, rows, calibration, args.date)
+    judged = judge_all(args.data, rows, args.threshold_file)
+    rule = f"the thresholds in {args.threshold_file}" if args.threshold_file else None
+    text = render(judged, rows, calibration, args.date, *([rule] if rule else []))
     print(text)
     if args.write_docs:
         docs = REPO / "docs" / "benchmarks.md"
@@ -366,18 +494,18 @@ def cmd_replay(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python benchmarks/lockstep.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(required=True)
-    p = sub.add_parser("collect", help="real pairs (A/A and planted), interleaved, quiet and beside a bursty hog")
+    p = sub.add_parser("collect", help="real pairs (A/A and team-code slowdowns), interleaved, quiet and beside a hog")
     p.add_argument("-o", "--output", type=Path, required=True)
     p.add_argument("--quiet-plan", default=QUIET_PLAN, help=f"label:count,... on a quiet machine ({QUIET_PLAN})")
     p.add_argument("--hog-plan", default=HOG_PLAN, help=f"label:count,... beside the bursty hog ({HOG_PLAN})")
-    p.add_argument("--steps", type=int, default=100, help="max_steps of every run")
     p.add_argument("--seed", type=int, default=0, help="seed of the job order")
     p.add_argument("--ablate", nargs="*", choices=["pin", "malloc"], default=[],
                    help="turn off pinning both sides to one CPU set, or the malloc tuning (to measure)")  # fmt: skip
     p.set_defaults(func=cmd_collect)
     p = sub.add_parser("replay", help="judge the collected pairs, paired and as separate runs; the docs table")
     p.add_argument("data", type=Path)
-    p.add_argument("--date", default="2026-11-24")
+    p.add_argument("--date", default="2026-11-26")
+    p.add_argument("--threshold-file", type=Path, help="judge with these thresholds instead of the defaults")
     p.add_argument("--write-docs", action="store_true", help="replace the lockstep section of docs/benchmarks.md")
     p.set_defaults(func=cmd_replay)
     args = parser.parse_args(argv)

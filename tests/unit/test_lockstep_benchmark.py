@@ -58,3 +58,18 @@ def test_a_planted_product_is_timed_per_round_on_one_thread() -> None:
         assert 0 < lockstep.matmul_s() < 1
     finally:
         torch.set_num_threads(threads)
+
+
+def test_a_head_tree_is_the_base_tree_plus_the_teams_needless_loop(tmp_path: Path) -> None:
+    """The benchmark's slowdowns are team code: a head tree's trainer adds a constant and the loop that uses it,
+    and nothing else differs (what a pair's code diff then names)."""
+    from canary_action.train.launch.tree_diff import diff_trees
+
+    base = lockstep.make_tree(tmp_path, "base")
+    for kind, name in (("loss", "DIAGNOSTIC_REPEATS = 7"), ("collate", "VOCAB_CHECKS = 7")):
+        head = lockstep.make_tree(tmp_path, kind, kind, 7)
+        [change] = diff_trees(base, head).files
+        assert change.path == "team_pipeline/trainer.py"
+        assert (change.lines_removed, name in change.added) == (0, True)
+    assert 0 < lockstep.unit_s(base, "probe_diagnostic", rounds=2, per_round=5) < 1
+    assert 0 < lockstep.unit_s(base, "vocab_check", rounds=2, per_round=5) < 1
