@@ -9,6 +9,7 @@ Regenerate the hostile fixture (from the repository root) after a change to the 
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
@@ -16,6 +17,8 @@ from typing import Any, Final
 from canary_action.compare.result import Change, CompareResult, OpChange
 from canary_action.compare.verdict import compare
 from canary_action.config.thresholds import TIERS
+from canary_action.metrics import schema
+from canary_action.metrics.pair import CodeChange, CodeDiff
 from canary_action.metrics.schema import Distributed, RankSummary, Status
 from canary_action.report.view import Links
 from tests.unit.test_compare import history, run
@@ -68,6 +71,39 @@ def distributed() -> CompareResult:
     return compare(current, dist_history(3, num_steps=STEPS), TIERS["default"], threshold_sources=SOURCES)
 
 
+def gpu_kernels() -> CompareResult:
+    """A CUDA run whose kernels got 50 % slower: a tenth of the step, so step time moves 5 %; gpu_time fails."""
+
+    def timed(seed: int, gpu_s: float, step_s: float) -> Any:
+        rng = random.Random(seed)
+        busy = [gpu_s * (1 + rng.gauss(0, 0.01)) for _ in range(STEPS)]
+        kernels = [1800.0] * STEPS
+        return run(seed, num_steps=STEPS, step_time_s=step_s,
+                   series={schema.GPU_BUSY_S: busy, schema.NUM_GPU_KERNELS: kernels})  # fmt: skip
+
+    baselines = [timed(100 + i, 0.010, 0.100) for i in range(3)]
+    return compare(timed(1, 0.015, 0.105), baselines, TIERS["default"], threshold_sources=SOURCES)
+
+
+def paired() -> CompareResult:
+    """A lockstep pair whose head's compute_loss added needless work: +12 % step time, the code named first."""
+    pair_id = "team-sft-pair-20261126T030000Z"
+    rounds = {schema.PAIR_ROUND: [float(i // 2) for i in range(STEPS * 2)]}
+    sides = {}
+    for side, step_s, seed in (("base", 0.100, 7), ("head", 0.112, 8)):
+        sides[side] = run(
+            seed, num_steps=STEPS * 2, step_time_s=step_s, series=rounds,
+            pair={"pair_id": pair_id, "side": side, "chunk_steps": 2, "tree": f"/tmp/{side}", "allocator": "tuned"},
+            run={"run_id": f"{pair_id}-{side}", "git_sha": ("b" if side == "base" else "c") * 40},
+        )  # fmt: skip
+    code = CodeDiff(
+        method="git", num_files=1, base_commit="b" * 40, head_commit="c" * 40,
+        files=[CodeChange(path="team_pipeline/trainer.py", change="modified", lines_added=5, lines_removed=0,
+                          added=["DIAGNOSTIC_REPEATS = 34", "with torch.no_grad():", "probe_diagnostic()"])],
+    )  # fmt: skip
+    return compare(sides["head"], [sides["base"]], TIERS["default"], threshold_sources=SOURCES, code=code)
+
+
 CASES: Final[dict[str, Callable[[], CompareResult]]] = {
     "passing": passing,
     "failing": failing,
@@ -75,6 +111,8 @@ CASES: Final[dict[str, Callable[[], CompareResult]]] = {
     "not-comparable": not_comparable,
     "crashed": crashed,
     "distributed": distributed,
+    "gpu-kernels": gpu_kernels,
+    "paired": paired,
 }
 
 # Each short enough to survive the shortest cut (60 characters) whole, but for the one that tests the cut.

@@ -15,7 +15,7 @@ from typing import Final
 
 from canary_action.compare.breakdown import OUTLIER_RATIO, BreakdownDelta, ComponentDelta
 from canary_action.compare.memory import host_peak
-from canary_action.compare.result import Change, Check, OpChange, SuspectCategory
+from canary_action.compare.result import Change, Check, OpChange, StepSplit, SuspectCategory
 from canary_action.compare.runs import RunData
 from canary_action.metrics.pair import CodeDiff
 
@@ -68,6 +68,8 @@ class Case:
     ops: Sequence[OpChange]
     code: CodeDiff | None = None
     """A lockstep pair's code diff: what the head tree changed against the base tree."""
+    split: StepSplit | None = None
+    """A CUDA run's step split into host and GPU time, beside its baseline's."""
 
     @property
     def growth_s(self) -> float | None:

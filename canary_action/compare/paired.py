@@ -146,6 +146,12 @@ def step_time(run: RunData, rows: Sequence[int]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def gpu_busy(run: RunData, rows: Sequence[int]) -> float | None:
+    """The round's median GPU busy time per step (the steps timed on the GPU)."""
+    values = [b for r in rows if r < len(run.gpu_busy) and (b := run.gpu_busy[r]) is not None and b > 0]
+    return statistics.median(values) if values else None
+
+
 def tokens_per_s(run: RunData, rows: Sequence[int]) -> float | None:
     tokens = _column(run, schema.NUM_TOKENS)
     pairs = [(k, t) for r in rows if (k := tokens[r]) is not None and (t := run.step_times[r]) is not None]

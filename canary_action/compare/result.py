@@ -24,8 +24,8 @@ Verdict = Literal["pass", "regression", "neutral", "crashed"]
 CheckStatus = Literal["pass", "fail", "warn", "skip", "not-comparable"]
 CheckGroup = Literal["perf", "memory", "stability", "learning"]
 SuspectCategory = Literal[
-    "dataloader", "tokenization", "kernel", "memory", "communication", "io", "numerics", "dependency", "config",
-    "code", "unknown",
+    "dataloader", "tokenization", "kernel", "host", "memory", "communication", "io", "numerics", "dependency",
+    "config", "code", "unknown",
 ]  # fmt: skip
 RunFormat = Literal["v1", "rlhf-canary-0.1"]
 
@@ -140,6 +140,21 @@ class Pairing(Record):
     )
 
 
+class StepSplit(Record):
+    """A CUDA run's steady step, split into the GPU's busy time and the rest (host: Python, data, launches, syncs,
+    waiting), medians per step, for the current run and its baseline (a pair's base side, else the baselines'
+    mean)."""
+
+    step_s: float
+    gpu_s: float
+    host_s: float
+    base_step_s: float | None = None
+    base_gpu_s: float | None = None
+    base_host_s: float | None = None
+    kernels: float | None = Field(None, description="Median kernels per step on the GPU.")
+    base_kernels: float | None = None
+
+
 class RunRef(Record):
     run_id: str
     source: str = Field(description="The file it was read from.")
@@ -181,6 +196,7 @@ class CompareResult(Record):
     noise: Noise | None
     warmup: Warmup | None = Field(None, description="The warm-up cut applied to every run (None: no step times).")
     pairing: Pairing | None = Field(None, description="Set when perf was judged round by round in a lockstep pair.")
+    step_split: StepSplit | None = Field(None, description="CUDA runs timed on the GPU: host time against GPU time.")
     env_changes: list[Change] = Field(default_factory=list)
     config_changes: list[Change] = Field(default_factory=list)
     op_changes: list[OpChange] = Field(default_factory=list)

@@ -76,6 +76,10 @@ class RunData:
     """Every step's time, aligned with loss_steps (charts, timing breakdown)."""
     data_wait: list[float | None] = field(default_factory=list)
     generation: list[float | None] = field(default_factory=list)
+    gpu_busy: list[float | None] = field(default_factory=list)
+    """Every step's GPU busy time (CUDA runs that timed it), aligned with loss_steps; None where not timed."""
+    gpu_kernels: list[float | None] = field(default_factory=list)
+    """Every step's kernel count on the GPU, aligned with gpu_busy."""
     profiler: ProfilerSummary | None = None
     profiler_steps: int | None = None
     """How many steps the profiler window covered (op times are divided by it)."""
@@ -118,6 +122,12 @@ class RunData:
         rows = zip(*columns, strict=True)
         times = [min(v for v in row if v is not None) for row in rows if all(_ok(v) for v in row)]
         return times or None
+
+    @property
+    def steady_gpu_busy(self) -> list[float]:
+        """The GPU busy time of the steady steps that were timed on the GPU ([] when none was)."""
+        rows = self.steady_rows or []
+        return [b for i in rows if i < len(self.gpu_busy) and (b := self.gpu_busy[i]) is not None and b > 0]
 
     @property
     def tokens_per_step(self) -> float | None:
@@ -222,6 +232,8 @@ def from_metrics(metrics: Metrics, source: str, *, warmup_steps: int | None = No
         step_times=times,
         data_wait=_col(series, schema.DATA_WAIT_S, n),
         generation=_col(series, schema.GENERATION_S, n),
+        gpu_busy=_col(series, schema.GPU_BUSY_S, n),
+        gpu_kernels=_col(series, schema.NUM_GPU_KERNELS, n),
         measurement_warnings=list(metrics.measurement_warnings),
         profiler=window,
         profiler_steps=(window.end_step - window.start_step + 1) if window else None,

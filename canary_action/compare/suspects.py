@@ -26,8 +26,9 @@ from canary_action.compare.clues import (
 )
 from canary_action.compare.code_clues import code_clues
 from canary_action.compare.effects import config_clues, distributed_clues, env_clues
+from canary_action.compare.gpu import gpu_clues
 from canary_action.compare.rank_clues import communication_clues
-from canary_action.compare.result import Change, Check, OpChange, Suspect, SuspectCategory
+from canary_action.compare.result import Change, Check, OpChange, StepSplit, Suspect, SuspectCategory
 from canary_action.compare.runs import RunData
 from canary_action.config.schema import ProfilerConfig
 from canary_action.metrics.pair import CodeDiff
@@ -40,8 +41,8 @@ NON_FINITE_CHECKS: Final = frozenset({"nan_steps", "inf_steps"})
 
 # Ties go to the cause that is cheapest to confirm: a recorded change before a reading of the timing.
 CATEGORY_ORDER: Final[tuple[SuspectCategory, ...]] = (
-    "numerics", "config", "dependency", "code", "dataloader", "tokenization", "kernel", "memory", "communication", "io",
-    "unknown",
+    "numerics", "config", "dependency", "code", "dataloader", "tokenization", "kernel", "host", "memory",
+    "communication", "io", "unknown",
 )  # fmt: skip
 
 #: A next step that only helps when a library moved: left out when the environments are the same (a lockstep pair).
@@ -49,7 +50,7 @@ DEPENDENCY_STEP: Final = "check dependency changes (torch, CUDA, cuDNN) that swa
 
 RULES: Final[tuple[Callable[[Case], list[Clue]], ...]] = (
     timing_clues, token_clues, op_clues, env_clues, config_clues, memory_clues, numerics_clues,
-    communication_clues, distributed_clues, code_clues,
+    communication_clues, distributed_clues, code_clues, gpu_clues,
 )  # fmt: skip
 
 # Per category: the summary when no clue names the cause concretely, and next steps after the clues' own.
@@ -64,6 +65,9 @@ DEFAULTS: Final[dict[SuspectCategory, tuple[str, tuple[str, ...]]]] = {
         "rerun with profiler.enabled: true to see which ops slowed",
         DEPENDENCY_STEP,
         "time the forward, backward and optimizer step alone on one batch to find the slow part")),
+    "host": ("host overhead: Python, data handling, kernel launches and syncs around the GPU's work", (
+        "profile the host side (py-spy, or the torch profiler's CPU view) to see where the step's time goes",
+        "look for new per-step Python work and .item()/.cpu() syncs in the training step")),
     "memory": ("memory: the run holds more GPU memory", (
         "rerun with profiler.enabled: true (profile_memory) to see which allocations grew",
         "set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to rule out fragmentation")),
@@ -102,6 +106,7 @@ def rank_suspects(  # noqa: PLR0917 - the verdict passes the runs, the checks an
     ops: Sequence[OpChange],
     *,
     code: CodeDiff | None = None,
+    split: StepSplit | None = None,
 ) -> list[Suspect]:
     """The likeliest causes of the failing/warning checks, most confident first (at most MAX_SUSPECTS).
 
@@ -111,7 +116,7 @@ def rank_suspects(  # noqa: PLR0917 - the verdict passes the runs, the checks an
     flagged = [c for c in checks if c.status in STATUS_WEIGHT]
     if not flagged:
         return []
-    case = Case(current, baselines, flagged, _breakdown_delta(current, baselines), env, config, ops, code)
+    case = Case(current, baselines, flagged, _breakdown_delta(current, baselines), env, config, ops, code, split)
     clues = [clue for rule in RULES for clue in rule(case)]
     unwanted = set() if env or not baselines else {DEPENDENCY_STEP}
     found = [_suspect(cat, [c for c in clues if c.category == cat], flagged, unwanted) for cat in CATEGORY_ORDER]

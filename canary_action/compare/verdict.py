@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Final
 
-from canary_action.compare import curves, paired, window
+from canary_action.compare import curves, gpu, paired, window
 from canary_action.compare.comparability import LEARNING_FIELDS, PERF_FIELDS, describe, split
 from canary_action.compare.context import Context
 from canary_action.compare.diff import config_changes, env_changes, op_changes
@@ -68,10 +68,11 @@ def compare(
     perf_results, effect = perf_checks(ctx)
     t = thresholds
     band = loss_band(current, curve_baselines(ctx), t.loss_curve_tolerance_pct, t.run_spread_k)
-    checks = one_cause([
-        *stability_checks(ctx), *perf_results, *distributed_checks(ctx), *memory_checks(ctx),
-        *learning_checks(ctx, band),
-    ])  # fmt: skip
+    gpu_time = gpu.gpu_time_check(ctx)
+    checks = gpu.one_cause(one_cause([
+        *stability_checks(ctx), *perf_results, *([gpu_time] if gpu_time else []), *distributed_checks(ctx),
+        *memory_checks(ctx), *learning_checks(ctx, band),
+    ]))  # fmt: skip
     checks.sort(key=lambda c: _ORDER[c.status])  # stable: within a status, the groups keep their order
     newest = baselines[0] if baselines else None
     profiled = next((b for b in baselines if b.profiler is not None and b.profiler_steps), None)
@@ -84,6 +85,7 @@ def compare(
         current.profiler_steps,
     )
     verdict, reason = _verdict(current, baselines, checks, describe(perf.differences))
+    host_gpu = gpu.step_split(current, perf.usable, partner)
     all_notes = [f"measurement quality: {w}" for w in current.measurement_warnings] + list(notes)
     if any(b.format == "rlhf-canary-0.1" for b in baselines):
         all_notes.append(
@@ -99,7 +101,7 @@ def compare(
         current=current.ref(),
         baselines=[b.ref() for b in baselines],
         checks=checks,
-        suspects=rank_suspects(current, perf.usable or baselines, checks, env, config, ops, code=code),
+        suspects=rank_suspects(current, perf.usable or baselines, checks, env, config, ops, code=code, split=host_gpu),
         comparability=Comparability(
             comparable=bool(perf.usable) or not baselines,
             differences=perf.differences,
@@ -109,6 +111,7 @@ def compare(
         noise=_noise(effect, thresholds),
         warmup=warmup,
         pairing=_pairing(current, partner, effect, code, thresholds),
+        step_split=host_gpu,
         env_changes=env,
         config_changes=config,
         op_changes=ops,

@@ -37,7 +37,8 @@ _SECTIONS: Final = (
     ("optimisation", ("max_steps", "batch_size", "gradient_accumulation_steps", "learning_rate",
                       "warmup_steps", "max_grad_norm", "seed")),
     ("processes", ("num_processes", "cpu_threads")),
-    ("measurement", ("metrics_warmup_steps", "stop_on_non_finite", "timeout_minutes", "output_dir", "profiler")),
+    ("measurement", ("metrics_warmup_steps", "stop_on_non_finite", "gpu_time", "timeout_minutes", "output_dir",
+                     "profiler")),
 )  # fmt: skip
 #: Optional blocks, written commented out with every key and its default (and what to know before setting
 #: one): each changes what a run does once it is there. thresholds, the third, lists a tier's values instead.

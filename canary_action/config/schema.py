@@ -276,6 +276,11 @@ class CommonConfig(StrictModel):
     stop_on_non_finite: bool = Field(
         True, description="Stop at the first NaN/Inf loss or gradient (still writes metrics)."
     )
+    gpu_time: bool = Field(
+        True,
+        description="CUDA runs: record the GPU's own busy time per step (kernel records of CUDA-only profiler "
+        "sessions, read between steps) and judge it (check gpu_time); false: not measured. No effect on the CPU.",
+    )
     timeout_minutes: Number = Field(
         60.0, gt=0, description="Wall-clock limit of the training loop; the run stops early after it."
     )

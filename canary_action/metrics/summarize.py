@@ -90,6 +90,8 @@ def summarize(series: Mapping[str, Column], *, warmup: int | Literal["auto"], pr
     tail = [v for v in loss[-max(5, math.ceil(0.1 * n)) :] if v is not None and math.isfinite(v)]
     util = _column(series, schema.GPU_UTILIZATION_PCT, n)
     gpu_util = [v for i in steady if (v := util[i]) is not None and math.isfinite(v)]
+    busy = _column(series, schema.GPU_BUSY_S, n)
+    on_gpu = [(b, t) for i in steady if (b := _nonneg(busy[i])) is not None and (t := durations[i]) is not None]
     return Summary(
         num_steps=n,
         warmup_steps=warm,
@@ -104,6 +106,8 @@ def summarize(series: Mapping[str, Column], *, warmup: int | Literal["auto"], pr
         host_rss_peak_mib=_peak(series, schema.HOST_RSS_MIB),
         host_peak_rss_mib=_peak_outside(series, schema.HOST_PEAK_RSS_MIB, profiler_steps),
         gpu_utilization_mean_pct=float(statistics.mean(gpu_util)) if gpu_util else None,
+        gpu_busy_median_s=float(statistics.median(b for b, _ in on_gpu)) if on_gpu else None,
+        gpu_busy_share=_share(on_gpu),
         data_wait_share=_rate(series, schema.DATA_WAIT_S, durations, steady),
         generation_share=_rate(series, schema.GENERATION_S, durations, steady),
         final_loss=losses[-1] if losses else None,
@@ -287,3 +291,9 @@ def stability_of(series: Mapping[str, Column], non_finite: list[schema.NonFinite
         divergence_step=divergence,
         grad_norm_spikes=find_grad_norm_spikes(series.get(schema.GRAD_NORM, []), series.get(schema.STEP, [])),
     )
+
+
+def _share(pairs: list[tuple[float, float]]) -> float | None:
+    """sum(part) / sum(whole) of (part, whole) pairs; None without any time."""
+    whole = sum(t for _, t in pairs)
+    return sum(b for b, _ in pairs) / whole if whole > 0 else None

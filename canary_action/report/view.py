@@ -12,7 +12,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from canary_action.compare.result import Change, Check, CompareResult, Curve, OpChange, RunRef, Suspect, Warmup
+from canary_action.compare.result import (
+    Change,
+    Check,
+    CompareResult,
+    Curve,
+    OpChange,
+    RunRef,
+    StepSplit,
+    Suspect,
+    Warmup,
+)
 from canary_action.metrics import schema
 from canary_action.metrics.schema import Distributed, RankSummary
 from canary_action.report import charts
@@ -445,8 +455,27 @@ def _facts(result: CompareResult) -> list[Md]:
         spread = result.noise.run_spread_pct
         measured = f"{spread:.1f} %" if spread is not None else "not measured (one baseline)"
         facts.append(Md(f"Run-to-run spread: {measured}; limits widen to {result.noise.run_spread_k:g} × the noise"))
+    if result.step_split is not None:
+        facts.append(_split_line(result.step_split))
     facts.append(Md(f"Thresholds: {', '.join(text(s, 120) for s in result.threshold_sources) or result.tier}"))
     return facts
+
+
+def _split_line(split: StepSplit) -> Md:
+    """The steady step, host against GPU: where a slower step's time went."""
+
+    def side(step: float, gpu: float, host: float, kernels: float | None) -> str:
+        count = f", {kernels:,.0f} kernels" if kernels is not None else ""
+        return f"host {_ms(host)} + GPU {_ms(gpu)} ({100 * gpu / step:.0f} % of the step busy{count})"
+
+    line = f"Step split (steady medians): {side(split.step_s, split.gpu_s, split.host_s, split.kernels)}"
+    if split.base_step_s and split.base_gpu_s is not None and split.base_host_s is not None:
+        line += f" · baseline {side(split.base_step_s, split.base_gpu_s, split.base_host_s, split.base_kernels)}"
+    return Md(line)
+
+
+def _ms(seconds: float) -> str:
+    return f"{1000 * seconds:,.1f} ms"
 
 
 def _links(links: Links) -> list[Md | None]:

@@ -24,6 +24,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 
 from canary_action import interrupts
 from canary_action.metrics import schema as m
+from canary_action.train.gpu_time import KernelClock
 from canary_action.train.probes import DeviceProbe
 
 # Keys of the Trainer's own logs that are not per-step training metrics.
@@ -44,6 +45,9 @@ class StepGate(Protocol):
 
     The time spent waiting in `wait` lies outside every measured step.
     """
+
+    chunk_steps: int
+    """Steps between two waits."""
 
     def wait(self, completed_steps: int) -> str | None:
         """Block until this process may train on; None to go on, or the reason to stop (e.g. "pair_ended")."""
@@ -111,6 +115,7 @@ class MetricsCallback(TrainerCallback):
         profiler_steps: range | None = None,
         gate: StepGate | None = None,
         between: Sequence[BetweenSteps] = (),
+        clock: KernelClock | None = None,
     ) -> None:
         self.record = record
         self.counters = counters
@@ -120,6 +125,7 @@ class MetricsCallback(TrainerCallback):
         self.profiler_steps = profiler_steps or range(0)
         self.gate = gate
         self.between = between
+        self.clock = clock
         self._waited_s = 0.0
         self._train_start = 0.0
         self._last_step_end = 0.0
@@ -135,6 +141,8 @@ class MetricsCallback(TrainerCallback):
             raise TrainingStopped(reason)  # before any step: the loop would still run one
         self._train_start = time.perf_counter()
         self._run_between(0, going_on=True)
+        if self.clock is not None:
+            self.clock.before_step(1)
         self._last_step_end = time.perf_counter()
 
     def on_pre_optimizer_step(
@@ -177,6 +185,8 @@ class MetricsCallback(TrainerCallback):
         self._check_gradients(step, control)
         if now - self._train_start - self._waited_s > self.timeout_s:
             self._stop(control, "timeout", step)
+        if self.clock is not None:  # before the gate: a session closes before the side waits for its turn
+            self.clock.after_step(step, self.record.rows, going_on=not control.should_training_stop)
         if self.gate is not None and not control.should_training_stop:
             paused = time.perf_counter()
             reason = self.gate.wait(step)
@@ -185,10 +195,16 @@ class MetricsCallback(TrainerCallback):
                 self._stop(control, reason, step)
         # After the gate, so a lockstep side does this work in its own turn, not over the other side's step.
         self._run_between(step, going_on=not control.should_training_stop)
+        if self.clock is not None and not control.should_training_stop:
+            self.clock.before_step(step + 1)
         # Measured after our own bookkeeping, so the callback's cost lands in the next step's time (and in
         # the overhead benchmark), not outside every measurement; after the gate and the work between steps,
         # so waiting and the profiler's start and export (seconds: the trace of every op) land in none.
         self._last_step_end = time.perf_counter()
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
+        if self.clock is not None:  # a stop decided after a step's end (a NaN in its logs): its steps are timed
+            self.clock.close(self.record.rows)
 
     def on_log(
         self,

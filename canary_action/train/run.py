@@ -36,6 +36,7 @@ from canary_action.metrics.summarize import stability_of, summarize
 from canary_action.train import data, distributed
 from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters, StepGate, TrainingStopped
 from canary_action.train.comm import CommTimer
+from canary_action.train.gpu_time import SESSION_STEPS, KernelClock
 from canary_action.train.instrument import instrument
 from canary_action.train.placement import Placement, apply_cpu_threads, resolve_placement
 from canary_action.train.probes import DeviceProbe
@@ -81,6 +82,7 @@ class CanaryRun:
         self.placement: Placement | None = None
         self.workload: m.Workload | None = None
         self.profiler: ProfilerWindow | None = None
+        self.clock: KernelClock | None = None
         self.sync: RankSync | None = None
         self.stream: RowStream | None = None
         self.status = m.Status(state="completed")
@@ -105,6 +107,9 @@ class CanaryRun:
             probe = DeviceProbe(placement.device)
             self.warnings += probe.warnings + [f"before training: {w}" for w in probe.health()]
         counters = StepCounters()
+        if placement.on_cuda and config.gpu_time:
+            session = self.gate.chunk_steps if self.gate is not None else SESSION_STEPS  # closed before each wait
+            self.clock = KernelClock(session, skipped=self._profiler_steps() or range(0))
         if config.profiler.enabled and lead:
             self.profiler = ProfilerWindow(
                 config.profiler, self.run_dir / config.profiler.output_dir, placement.on_cuda
@@ -119,6 +124,7 @@ class CanaryRun:
                 profiler_steps=self._profiler_steps(),
                 gate=self.gate,
                 between=[self.profiler] if self.profiler else [],  # started and exported outside every step
+                clock=self.clock,
             ),
         ]
         if lead:
@@ -145,6 +151,8 @@ class CanaryRun:
         with stage("train"), contextlib.suppress(TrainingStopped):
             trainer.train()
         self.warnings += [f"after training: {w}" for w in probe.health()]  # thermal throttling shows under load
+        if self.clock is not None:
+            self.warnings += self.clock.warnings(self.record.num_steps)
         if self.record.stop_reason is not None:
             self.status = m.Status(state="stopped_early", reason=self.record.stop_reason, step=self.record.stop_step)
         elif self.record.num_steps < config.max_steps:

@@ -239,7 +239,7 @@ def test_the_result_round_trips_and_pins_its_version() -> None:
     assert result.result_schema_version == RESULT_SCHEMA_VERSION == 3
     assert list(CompareResult.model_fields) == [
         "result_schema_version", "verdict", "reason", "tier", "thresholds", "threshold_sources", "current",
-        "baselines", "checks", "suspects", "comparability", "noise", "warmup", "pairing", "env_changes",
+        "baselines", "checks", "suspects", "comparability", "noise", "warmup", "pairing", "step_split", "env_changes",
         "config_changes", "op_changes", "curves", "notes",
     ]  # fmt: skip
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from canary_action.compare.command import run_compare
 from canary_action.compare.result import CompareResult
 from canary_action.compare.verdict import compare
 from canary_action.config.thresholds import TIERS, Thresholds
@@ -37,11 +38,18 @@ def test_the_thresholds_table_has_every_key_with_its_tier_values() -> None:
         assert cells == shown, key
 
 
-def test_the_checks_table_names_every_check_the_comparison_makes() -> None:
+def gpu_timed_runs(tmp: Path) -> tuple[Path, list[Path]]:
+    from tests.unit.test_gpu_compare import RUNS, with_gpu
+
+    return with_gpu(RUNS[2], tmp / "current.json"), [with_gpu(RUNS[0], tmp / "base.json")]
+
+
+def test_the_checks_table_names_every_check_the_comparison_makes(tmp_path: Path) -> None:
     documented = {name for row in table_rows("check") for name in re.findall(r"`(\w+)`", row[0])}
     algo = {"algo/rewards/accuracies": [0.5] * 60, "algo/rewards/margins": [0.1] * 60, "algo/reward": [1.0] * 60,
             "algo/kl": [0.01] * 60}  # fmt: skip
     made: CompareResult = compare(run(1, series=algo), history(2, series=algo), TIERS["default"])
     multi = compare(dist_run(1), dist_history(2), TIERS["default"])  # + the checks of multi-process runs
     cpu = compare(cpu_run(1), [cpu_run(2), cpu_run(3)], TIERS["default"])  # + the checks of CPU runs
-    assert {c.name for r in (made, multi, cpu) for c in r.checks} == documented
+    timed = run_compare(*gpu_timed_runs(tmp_path))  # + the checks of CUDA runs that timed the GPU
+    assert {c.name for r in (made, multi, cpu, timed) for c in r.checks} == documented
