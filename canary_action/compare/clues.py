@@ -15,6 +15,7 @@ from typing import Final
 
 from canary_action.compare.breakdown import OUTLIER_RATIO, BreakdownDelta, ComponentDelta
 from canary_action.compare.memory import host_peak
+from canary_action.compare.op_names import short_op_name
 from canary_action.compare.result import Change, Check, OpChange, StepSplit, SuspectCategory
 from canary_action.compare.runs import RunData
 from canary_action.metrics.pair import CodeDiff
@@ -181,17 +182,19 @@ def op_clues(case: Case) -> list[Clue]:
     total = sum(o.delta_ms for o in top)
     growth = case.growth_s
     weight = 0.25 + 0.6 * min(1.0, total / (growth * 1000)) if growth and growth > 0 else 0.4
+    short = {o.name: short_op_name(o.name) for o in top}  # kernels carry their whole C++ signature
     lines = tuple(
-        f"{o.name} {kind} time {o.delta_ms:+.2f} ms/step ({pct(o.delta_ms / o.baseline_ms, signed=True)})"
+        f"{short[o.name]} {kind} time {o.delta_ms:+.2f} ms/step ({pct(o.delta_ms / o.baseline_ms, signed=True)})"
         if o.baseline_ms
-        else f"{o.name} {kind} time at least {o.delta_ms:+.2f} ms/step (not in the baseline's top ops)"
+        else f"{short[o.name]} {kind} time at least {o.delta_ms:+.2f} ms/step (not in the baseline's top ops)"
         for o in top
     )
-    names = ", ".join(o.name for o in top)
+    names = ", ".join(short[o.name] for o in top)
     summary = f"slower ops: {names} (+{total:.2f} ms/step {kind} time in the profiler window)"
+    first = short[top[0].name]
     steps = (
-        f"open both profiler traces and compare {top[0].name}: its input shapes and launch count",
-        f"check which dependency or config change touches {top[0].name}",
+        f"open both profiler traces and compare {first}: its input shapes and launch count",
+        f"check which dependency or config change touches {first}",
     )
     return [Clue("kernel", weight, lines, PERF, summary, steps)]
 

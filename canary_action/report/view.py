@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
+from canary_action.compare.op_names import short_op_name
 from canary_action.compare.result import (
     Change,
     Check,
@@ -391,7 +392,7 @@ def _change_row(change: Change) -> tuple[Md, Md, Md]:
 
 def _op_row(op: OpChange) -> tuple[Md, Md, Md]:
     ms = [Md("—") if v is None else Md(f"{v:.3f}") for v in (op.baseline_ms, op.current_ms)]
-    return text(op.name, 80), ms[0], ms[1]
+    return text(short_op_name(op.name), 80), ms[0], ms[1]
 
 
 def _maybe(value: str | None) -> Md:

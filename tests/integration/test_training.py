@@ -5,6 +5,7 @@ Each test trains a builtin tiny model for a few steps; together they take about 
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from pathlib import Path
@@ -170,8 +171,11 @@ def test_profiler_window_writes_a_trace_and_is_excluded_from_summaries(tmp_path:
     assert (metrics.profiler.start_step, metrics.profiler.end_step) == (3, 5)
     assert metrics.profiler.top_ops
     assert metrics.profiler.cpu_time_total_ms > 0
-    trace = json.loads(Path(metrics.profiler.trace_path or "").read_text())
+    trace_path = Path(metrics.profiler.trace_path or "")
+    assert trace_path.name == "trace.json.gz"  # compressed: a GPU run's trace is tens of MB of JSON
+    trace = json.loads(gzip.decompress(trace_path.read_bytes()))
     assert trace["traceEvents"]
+    assert not list(trace_path.parent.glob("*.tmp")), "the plain export is removed"
     assert metrics.summary is not None
     assert metrics.summary.num_steady_steps <= 7 - metrics.summary.warmup_steps - 3
 

@@ -7,6 +7,7 @@ the Trainer's order on a clock that only the steps and the profiler move.
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -116,7 +117,7 @@ def test_no_step_is_timed_with_the_profiler_start_or_its_export(
     assert series[m.IN_PROFILER_WINDOW] == [1.0 if start_step <= s <= last else 0.0 for s in range(1, max_steps + 1)]
     assert window.summary is not None
     assert (window.summary.start_step, window.summary.end_step) == (start_step, last)
-    assert json.loads(Path(window.summary.trace_path or "").read_text())["traceEvents"] == []
+    assert json.loads(gzip.decompress(Path(window.summary.trace_path or "").read_bytes()))["traceEvents"] == []
     summary = summarize(series, warmup=0, profiler_steps=window.steps)
     assert summary.step_time_s is not None
     assert summary.step_time_s.mean == pytest.approx(STEP_S)

@@ -15,6 +15,7 @@
 # profile.
 
 # %%
+import gzip
 import json
 import os
 import shutil
@@ -296,10 +297,11 @@ assert host_memory.status == "skip", host_memory.message  # the profiler's memor
 # ## 5. Opening the trace
 #
 # The summary keeps the top ops; the trace keeps every op call of the window, in time order, with its inputs'
-# shapes. It is `profiler_traces/trace.json` in the run's folder, and its path is in `metrics.profiler.trace_path`
-# (relative here, as the output folder we gave the run was). To look at it:
+# shapes. It is `profiler_traces/trace.json.gz` in the run's folder (gzip: a GPU run's trace is tens of MB of
+# JSON), and its path is in `metrics.profiler.trace_path` (relative here, as the output folder we gave the run
+# was). Both viewers open the compressed file as it is:
 #
-# - **[ui.perfetto.dev](https://ui.perfetto.dev)**: "Open trace file" and pick `trace.json` (it stays in your
+# - **[ui.perfetto.dev](https://ui.perfetto.dev)**: "Open trace file" and pick `trace.json.gz` (it stays in your
 #   browser; nothing is uploaded). Press `w`/`s` to zoom, `a`/`d` to pan; select a range to get a table of the
 #   ops in it, sorted by time.
 # - **chrome://tracing** in Chrome or Edge: "Load" the same file.
@@ -313,7 +315,7 @@ for label, path in traces.items():
     print(f"{label:8} {path.resolve()} ({path.stat().st_size / 1e6:.1f} MB)")
 
 # %% [markdown]
-# The trace is plain JSON in the Chrome trace event format: a list of `traceEvents`, each op call one event
+# The trace is gzip-compressed JSON in the Chrome trace event format: a list of `traceEvents`, each op call one event
 # with its `name`, start (`ts`) and duration (`dur`, in microseconds), and with `record_shapes` its inputs'
 # shapes in `args`. So the question the kernel suspect asks — *compare `aten::mm`'s input shapes and launch
 # count* — takes a few lines of Python: count the `aten::mm` calls in each trace by the shapes they multiplied.
@@ -322,7 +324,7 @@ for label, path in traces.items():
 # %%
 def mm_calls(path: Path) -> Counter:
     """aten::mm calls in a chrome trace, counted by their input shapes."""
-    events = json.loads(path.read_text())["traceEvents"]
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     return Counter(
         " x ".join(str(dims) for dims in e.get("args", {}).get("Input Dims", []))
         for e in events
