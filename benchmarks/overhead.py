@@ -16,6 +16,7 @@ import json
 import random
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -25,6 +26,7 @@ from transformers.trainer_callback import PrinterCallback
 
 from canary_action.config.load import load_config
 from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters
+from canary_action.train.gpu_time import clock_for
 from canary_action.train.instrument import instrument
 from canary_action.train.placement import resolve_placement
 from canary_action.train.probes import DeviceProbe
@@ -42,15 +44,17 @@ class _StepClock(TrainerCallback):
         self.ends.append(time.perf_counter())
 
 
-def one_job(config_path: Path, steps: int, with_canary: bool) -> float:
-    config = load_config(config_path, [f"max_steps={steps}"]).config
+def one_job(config_path: Path, steps: int, with_canary: bool, overrides: Sequence[str] = ()) -> float:
+    config = load_config(config_path, [f"max_steps={steps}", *overrides]).config
     family = family_module(config.training_type)
     placement = resolve_placement(config)
-    clock = _StepClock()
+    steps_clock = _StepClock()
     record, counters, probe = RunRecord(), StepCounters(), DeviceProbe(placement.device)
-    callbacks: list[Any] = [clock]
-    if with_canary:
-        callbacks.insert(0, MetricsCallback(record, counters, probe, stop_on_non_finite=True, timeout_s=3600))
+    callbacks: list[Any] = [steps_clock]
+    if with_canary:  # as run.py attaches it: the GPU's clock too, on CUDA with gpu_time on
+        clock = clock_for(enabled=config.gpu_time, on_cuda=placement.on_cuda, chunk_steps=None, skipped=None)
+        metrics = MetricsCallback(record, counters, probe, stop_on_non_finite=True, timeout_s=3600, clock=clock)
+        callbacks.insert(0, metrics)
     with TemporaryDirectory() as run_dir:
         trainer = family.build_trainer(TrainingSetup(config, placement, Path(run_dir), callbacks, []))
         trainer.remove_callback(PrinterCallback)
@@ -58,7 +62,7 @@ def one_job(config_path: Path, steps: int, with_canary: bool) -> float:
             instrument(trainer, counters, probe, family.count_batch, None)
         trainer.train()
     probe.synchronize()
-    return (clock.ends[-1] - clock.ends[0]) / (len(clock.ends) - 1)
+    return (steps_clock.ends[-1] - steps_clock.ends[0]) / (len(steps_clock.ends) - 1)
 
 
 def bootstrap_median(values: list[float], rounds: int = 5000, seed: int = 0) -> tuple[float, float]:
@@ -72,18 +76,21 @@ def main() -> None:
     parser.add_argument("--config", type=Path, default=Path("configs/tiny/dpo.yaml"))
     parser.add_argument("--pairs", type=int, default=8)
     parser.add_argument("--steps", type=int, default=40)
+    overrides = "config overrides as canary run's --set (gpu_time=false: without the GPU clock)"
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=overrides)
     args = parser.parse_args()
-    one_job(args.config, 5, True)  # warm caches (builtin model copy, imports) outside the measurement
+    one_job(args.config, 5, True, args.overrides)  # warm caches (builtin model copy, imports) outside the measurement
     plain, canary = [], []
     for _ in range(args.pairs):
-        plain.append(one_job(args.config, args.steps, False))
-        canary.append(one_job(args.config, args.steps, True))
+        plain.append(one_job(args.config, args.steps, False, args.overrides))
+        canary.append(one_job(args.config, args.steps, True, args.overrides))
     ratios = [c / p for c, p in zip(canary, plain, strict=True)]
     low, high = bootstrap_median(ratios)
     print(json.dumps({
         "config": str(args.config),
         "device": str(resolve_placement(load_config(args.config).config).device),
         "pairs": args.pairs,
+        "overrides": args.overrides,
         "steps_per_job": args.steps,
         "plain_step_s_median": statistics.median(plain),
         "canary_step_s_median": statistics.median(canary),

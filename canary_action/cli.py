@@ -280,12 +280,12 @@ def pair_command(  # click passes options as keywords
 ) -> None:
     """Train CONFIG from two code trees in lockstep and judge the head against the base, round by round.
 
-    CONFIG is a path inside each tree (a PR may change it). Each side runs with its own tree first on the import
-    path and as its working directory. Writes DIR/<pair_id>/{base,head}/metrics.json, pair.json, result.json
-    and report.md (GitHub markdown); prints the report as `canary compare` does. Exit codes as `canary compare`;
-    2 when the head side refused its config, 3 when it crashed or the pair hung (after both sides' measurements
-    are written and judged). A base side that cannot run is no fault of the pull request: the verdict is neutral
-    and the notes say how it failed.
+    CONFIG is a path inside each tree (a PR may change it). Each side runs with its own tree on the import path
+    (after the installed packages) and as its working directory. Writes DIR/<pair_id>/{base,head}/metrics.json,
+    pair.json, result.json and report.md (GitHub markdown); prints the report as `canary compare` does. Exit codes
+    as `canary compare`; 2 when the head side refused its config, 3 when it crashed or the pair hung (after both
+    sides' measurements are written and judged). A base side that cannot run is no fault of the pull request: the
+    verdict is neutral and the notes say how it failed.
     """
     from canary_action.compare.command import run_compare
     from canary_action.train.launch.pair import run_pair
@@ -574,6 +574,9 @@ def _run_report(metrics: Metrics, path: Path) -> str:
         + (f" ({status.reason} at step {status.step})" if status.reason else "")
     ]
     lines.append(f"  duration        {metrics.run.duration_s or 0:.1f} s, {s.num_steps if s else 0} steps")
+    if startup := metrics.run.startup_s:
+        parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in startup.items() if k != "to_step_1")
+        lines.append(f"  start           {startup.get('to_step_1', 0):.1f} s to step 1 ({parts})")
     if s is not None and s.step_time_s is not None:
         lines.append(
             f"  step time       median {s.step_time_s.median:.4f} s, mean {s.step_time_s.mean:.4f} s "
@@ -584,6 +587,9 @@ def _run_report(metrics: Metrics, path: Path) -> str:
         lines.append(
             f"  peak memory     {s.peak_allocated_mib:,.0f} MiB allocated, {s.peak_reserved_mib or 0:,.0f} MiB reserved"
         )
+    if s is not None and s.gpu_busy_median_s is not None:
+        share = f" ({100 * s.gpu_busy_share:.0f} % of the step)" if s.gpu_busy_share is not None else ""
+        lines.append(f"  GPU time        {1000 * s.gpu_busy_median_s:.1f} ms busy per step{share}")
     if s is not None and s.host_rss_peak_mib is not None:
         lines.append(f"  host RSS peak   {s.host_rss_peak_mib:,.0f} MiB")
     lines += _ranks_report(metrics.distributed)

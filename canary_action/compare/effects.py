@@ -136,6 +136,8 @@ CONFIG_RULES: Final[dict[str, Effect]] = {
     "profiler.enabled": Effect(0.2, PERF, "profiler overhead can spill into the steps around its window"),
     "fault_injection.sleep_s_per_step": Effect(0.9, PERF, "a planted per-step sleep (fault injection)"),
     "fault_injection.extra_matmuls_per_step": Effect(0.9, PERF, "planted extra compute per step (fault injection)"),
+    "fault_injection.gpu_matmuls_per_step": Effect(
+        0.9, PERF | frozenset({"gpu_time"}), "planted extra GPU work per step (fault injection)"),
     # Weaker than the dataloader suspect's measured data wait (clues.py), which names the mechanism.
     "fault_injection.slow_data_s_per_step": Effect(0.3, PERF, "a planted slow data pipeline (fault injection)"),
     "fault_injection.nan_loss_at_step": Effect(

@@ -99,6 +99,14 @@ class FaultInjection(StrictModel):
         description="Do this many extra 256x256 float32 matrix products (at most 10,000) on the run's device inside "
         "every step: a planted compute slowdown (benchmarks/lockstep.py sizes it as a share of the step).",
     )
+    gpu_matmuls_per_step: Count = Field(
+        0,
+        ge=0,
+        le=10_000,
+        description="CUDA runs: enqueue this many extra 4096x4096 bf16 matrix products on the GPU inside every step, "
+        "without waiting for them (at most 10,000): work only the GPU does, a planted kernel slowdown that a "
+        "host-bound step hides from step time (the gpu_time check sees it). Refused on the CPU.",
+    )
     slow_rank: Count | None = Field(
         None,
         ge=0,

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA_VERSION: Final = 3
 #: Versions this reader takes: 2 added `pair` (lockstep pairs), 3 the GPU's busy time (summary.gpu_busy_*,
-#: series gpu/busy_s and gpu/num_kernels) and the pair side's `allocator`; each added fields and nothing else,
-#: so an older file is a newer one without them.
+#: series gpu/busy_s and gpu/num_kernels), the pair side's `allocator` and `run.startup_s`; each added fields
+#: and nothing else, so an older file is a newer one without them.
 READ_VERSIONS: Final = (1, 2, 3)
 
 # Series names: namespaced, with units (STYLE 10). Algorithm metrics keep TRL's own key under "algo/".
@@ -69,6 +69,12 @@ class RunIdentity(Record):
     started_at: str = Field(description="UTC, ISO 8601 with Z.")
     finished_at: str | None = None
     duration_s: float | None = None
+    startup_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Seconds before step 1, by part: process (interpreter, imports, config), preflight, build, "
+        "load_model, load_data (each stage's own time), trainer_setup (the trainer's preparation inside train()), "
+        "and to_step_1 (from the process's start); empty when the run never reached step 1.",
+    )
 
 
 class GPUInfo(Record):

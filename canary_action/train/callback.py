@@ -127,6 +127,8 @@ class MetricsCallback(TrainerCallback):
         self.between = between
         self.clock = clock
         self._waited_s = 0.0
+        self.first_step_at: float | None = None
+        """When step 1's clock started (perf_counter): the end of the time before the first step."""
         self._train_start = 0.0
         self._last_step_end = 0.0
         self._grad_norms: torch.Tensor | None = None
@@ -143,7 +145,7 @@ class MetricsCallback(TrainerCallback):
         self._run_between(0, going_on=True)
         if self.clock is not None:
             self.clock.before_step(1)
-        self._last_step_end = time.perf_counter()
+        self._last_step_end = self.first_step_at = time.perf_counter()
 
     def on_pre_optimizer_step(
         self,

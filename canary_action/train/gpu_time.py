@@ -124,6 +124,14 @@ class Source:
 CUDA_SOURCE: Final = Source(ProfilerActivity.CUDA, _cuda_marker, cuda_records, torch.cuda.synchronize)
 
 
+def clock_for(*, enabled: bool, on_cuda: bool, chunk_steps: int | None, skipped: range | None) -> KernelClock | None:
+    """The clock a run on CUDA with gpu_time on gets: sessions closed at a lockstep side's chunk boundaries (where
+    it waits for its turn) or every SESSION_STEPS steps, and none over the profiler window."""
+    if not (enabled and on_cuda):
+        return None
+    return KernelClock(chunk_steps or SESSION_STEPS, skipped=skipped or range(0))
+
+
 @dataclass
 class KernelClock:
     """CUDA-only profiler sessions over the run's steps, each step's busy time written into its row."""

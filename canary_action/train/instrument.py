@@ -94,6 +94,7 @@ def _wrap_compute_loss(
     slept_in_step = 0
     sleep_s = 0.0
     busy = PlantedWork(faults.extra_matmuls_per_step) if faults is not None else None
+    gpu_only = PlantedWork.gpu_only(faults.gpu_matmuls_per_step) if faults is not None else None
     if faults is not None:
         # A planted straggler sleeps on its own rank only: the others then wait for it in the all-reduce.
         straggler = faults.slow_rank is not None and faults.slow_rank == trainer.args.process_index
@@ -117,6 +118,8 @@ def _wrap_compute_loss(
                 time.sleep(sleep_s)
             if busy is not None:
                 busy.run(_device_of(result))
+            if gpu_only is not None:
+                gpu_only.run(_device_of(result))
         return _inject(result, step, faults)
 
     trainer.compute_loss = counted
@@ -139,20 +142,31 @@ def _wrap_generation(trainer: Any, counters: StepCounters, probe: DeviceProbe) -
 
 class PlantedWork:
     """fault_injection.extra_matmuls_per_step: a fixed amount of tensor work, so it slows a step as real compute
-    does (on a loaded machine it takes longer, like the rest of the step), where a sleep would not."""
+    does (on a loaded machine it takes longer, like the rest of the step), where a sleep would not. On a GPU each
+    256x256 product costs the host a launch and the GPU next to nothing: a host slowdown there.
+
+    fault_injection.gpu_matmuls_per_step (`gpu_only`): 4096x4096 bf16 products, a fraction of a millisecond of
+    GPU time each for one launch: work only the GPU does. They are enqueued and not waited for (the step's end
+    synchronises), so a host-bound step hides them from step time while the GPU's busy time shows them."""
 
     SIZE = 256
+    GPU_SIZE = 4096
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, size: int = SIZE, dtype: torch.dtype = torch.float32) -> None:
         self.count = count
+        self.size, self.dtype = size, dtype
         self._operands: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    @classmethod
+    def gpu_only(cls, count: int) -> PlantedWork:
+        return cls(count, cls.GPU_SIZE, torch.bfloat16)
 
     def run(self, device: torch.device) -> None:
         if not self.count:
             return
         if self._operands is None or self._operands[0].device != device:
             generator = torch.Generator().manual_seed(0)
-            a, b = (torch.randn(self.SIZE, self.SIZE, generator=generator).to(device) for _ in range(2))
+            a, b = (torch.randn(self.size, self.size, generator=generator).to(device, self.dtype) for _ in range(2))
             self._operands = (a, b)
         a, b = self._operands
         with torch.no_grad():

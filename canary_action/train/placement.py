@@ -51,6 +51,11 @@ def resolve_placement(config: CommonConfig) -> Placement:
             f"load_in_{bits}bit needs a CUDA GPU (bitsandbytes quantization) and this run is on the CPU",
             fix=f"set load_in_{bits}bit: false for CPU runs, or run this config on a GPU runner",
         )
+    if config.fault_injection is not None and config.fault_injection.gpu_matmuls_per_step and not on_cuda:
+        raise ConfigError(
+            "fault_injection.gpu_matmuls_per_step plants work only a GPU does, and this run is on the CPU",
+            fix="plant a CPU slowdown with fault_injection.extra_matmuls_per_step, or run this config on a GPU runner",
+        )
     if (config.load_in_4bit or config.load_in_8bit) and importlib.util.find_spec("bitsandbytes") is None:
         raise ConfigError(
             "quantization is on but bitsandbytes is not installed",

@@ -36,7 +36,7 @@ from canary_action.metrics.summarize import stability_of, summarize
 from canary_action.train import data, distributed
 from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters, StepGate, TrainingStopped
 from canary_action.train.comm import CommTimer
-from canary_action.train.gpu_time import SESSION_STEPS, KernelClock
+from canary_action.train.gpu_time import KernelClock, clock_for
 from canary_action.train.instrument import instrument
 from canary_action.train.placement import Placement, apply_cpu_threads, resolve_placement
 from canary_action.train.probes import DeviceProbe
@@ -44,7 +44,7 @@ from canary_action.train.profiler import ProfilerWindow
 from canary_action.train.progress import ProgressLine, StageLines
 from canary_action.train.ranks import RankContext, RankSync
 from canary_action.train.setup import TrainingSetup, drop_empty_trainer_dir
-from canary_action.train.stages import announce_stages, current_stage, stage
+from canary_action.train.stages import StageLog, announce_stages, current_stage, stage
 from canary_action.train.stream import RowStream
 
 
@@ -83,6 +83,8 @@ class CanaryRun:
         self.workload: m.Workload | None = None
         self.profiler: ProfilerWindow | None = None
         self.clock: KernelClock | None = None
+        self.stage_log = StageLog()  # where the time before step 1 goes (metrics.json run.startup_s)
+        self.metrics_callback: MetricsCallback | None = None
         self.sync: RankSync | None = None
         self.stream: RowStream | None = None
         self.status = m.Status(state="completed")
@@ -91,7 +93,7 @@ class CanaryRun:
     def execute(self) -> None:
         lead = self.rank is None or self.rank.rank == 0
         # The lead process says what it is loading, one line a stage: the minute before step 1 is not silence.
-        with announce_stages(StageLines(self.config, self.label)) if lead else contextlib.nullcontext():
+        with self.stage_log, announce_stages(StageLines(self.config, self.label)) if lead else contextlib.nullcontext():
             self._execute(lead)
 
     def _execute(self, lead: bool) -> None:
@@ -107,26 +109,26 @@ class CanaryRun:
             probe = DeviceProbe(placement.device)
             self.warnings += probe.warnings + [f"before training: {w}" for w in probe.health()]
         counters = StepCounters()
-        if placement.on_cuda and config.gpu_time:
-            session = self.gate.chunk_steps if self.gate is not None else SESSION_STEPS  # closed before each wait
-            self.clock = KernelClock(session, skipped=self._profiler_steps() or range(0))
+        self.clock = clock_for(
+            enabled=config.gpu_time, on_cuda=placement.on_cuda, skipped=self._profiler_steps(),
+            chunk_steps=self.gate.chunk_steps if self.gate is not None else None,
+        )  # fmt: skip
         if config.profiler.enabled and lead:
             self.profiler = ProfilerWindow(
                 config.profiler, self.run_dir / config.profiler.output_dir, placement.on_cuda
             )
-        callbacks: list[Any] = [
-            MetricsCallback(
-                self.record,
-                counters,
-                probe,
-                stop_on_non_finite=config.stop_on_non_finite,
-                timeout_s=config.timeout_minutes * 60,
-                profiler_steps=self._profiler_steps(),
-                gate=self.gate,
-                between=[self.profiler] if self.profiler else [],  # started and exported outside every step
-                clock=self.clock,
-            ),
-        ]
+        self.metrics_callback = MetricsCallback(
+            self.record,
+            counters,
+            probe,
+            stop_on_non_finite=config.stop_on_non_finite,
+            timeout_s=config.timeout_minutes * 60,
+            profiler_steps=self._profiler_steps(),
+            gate=self.gate,
+            between=[self.profiler] if self.profiler else [],  # started and exported outside every step
+            clock=self.clock,
+        )
+        callbacks: list[Any] = [self.metrics_callback]
         if lead:
             callbacks.append(ProgressLine(self.record, config.max_steps, self.label))
         comm = None
@@ -203,9 +205,14 @@ class CanaryRun:
             notices=self.notices,
             warnings=self.warnings,
             pair=pair,
+            startup_s=self.startup_s(),
         )
         write_metrics(metrics, self.run_dir / "metrics.json")
         return metrics
+
+    def startup_s(self) -> dict[str, float]:
+        first_step = self.metrics_callback.first_step_at if self.metrics_callback is not None else None
+        return self.stage_log.startup(first_step)
 
     def rank_record(self) -> RankRecord:
         """This rank's end, for the launcher to merge (its rows are in the steps file: flushed here)."""
@@ -258,6 +265,7 @@ def assemble_metrics(
     distributed_summary: m.Distributed | None = None,
     torch_threads: int | None = None,
     pair: m.PairSide | None = None,
+    startup_s: dict[str, float] | None = None,
 ) -> m.Metrics:
     """metrics.json of a run: its measurements plus identity, environment and the stability findings."""
     finished = datetime.now(UTC)
@@ -274,6 +282,7 @@ def assemble_metrics(
             started_at=_iso(started),
             finished_at=_iso(finished),
             duration_s=(finished - started).total_seconds(),
+            startup_s=startup_s or {},
         ),
         env=collect_environment(torch_threads=torch_threads),
         workload=workload,

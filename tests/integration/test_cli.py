@@ -40,6 +40,7 @@ BAD_CASES = {
     "duplicate_key.yaml": "duplicate",
     "empty.yaml": "empty",
     "quantize_4bit_on_cpu.yaml": "load_in_4bit needs a CUDA GPU",
+    "gpu_fault_on_cpu.yaml": "fault_injection.gpu_matmuls_per_step plants work only a GPU does",
     "deepspeed_without_gpu.yaml": "distributed.strategy deepspeed",
 }
 

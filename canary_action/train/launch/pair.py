@@ -1,7 +1,8 @@
 """A lockstep pair: the base commit's code tree and the PR's, trained side by side on this machine, taking turns.
 
     canary pair ──► load both configs (each from its own tree) ──► start two pair_side.py processes
-        (each: its tree first on the import path and as the working directory; the other tree nowhere)
+        (each: its tree on the import path, after the installed packages, and as the working directory; the other
+        tree nowhere)
         ──► both load their model ──► rounds: in a random order, each side trains chunk_steps steps while the
         other waits ──► one side ends (done, NaN, crash) ──► the other is stopped ──► pair.json
 

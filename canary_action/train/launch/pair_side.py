@@ -1,9 +1,9 @@
 """One side of a lockstep pair: `python -m canary_action.train.launch.pair_side --spec F --turns R W`.
 
-The coordinator (pair.py) starts this with the side's code tree first on the import path and as the working
-directory. It runs the same CanaryRun as a single process, with a TurnGate between steps: at the start and
-after every chunk_steps optimizer steps it says where it is and blocks until the coordinator gives it the next
-turn ("go <round>") or ends the pair ("stop"). Whatever ends it, it writes its own metrics.json.
+The coordinator (pair.py) starts this with the side's code tree on the import path (after the installed packages)
+and as the working directory. It runs the same CanaryRun as a single process, with a TurnGate between steps: at the
+start and after every chunk_steps optimizer steps it says where it is and blocks until the coordinator gives it the
+next turn ("go <round>") or ends the pair ("stop"). Whatever ends it, it writes its own metrics.json.
 
 The line protocol, over two pipes the coordinator opened (stdout stays the training log's):
 

@@ -1,0 +1,280 @@
+"""Every GPU check of rlhf-canary in one call: run by scripts/gpu-check.sh (which installs what is missing).
+
+    python scripts/gpu_check.py [-o DIR] [--cpu]
+
+On one H100/H200 it should finish in about 7 minutes and prints a markdown table (also DIR/gpu-check.md, with
+the figures in DIR/gpu-check.json):
+
+- env: `canary env --json` (GPU, driver, CUDA, torch, trl);
+- each GPU config (configs/gpu/*.yaml): wall time, time to step 1, median step, NVML utilisation, the GPU's busy
+  share and time per step, kernels per step; the small DPO config runs with a profiler window: trace size;
+- lockstep pairs of the small DPO config (host-bound): A/A; a planted +5 % host slowdown (a sleep of 5 % of the
+  A/A step, fault_injection.sleep_s_per_step); a planted GPU-only slowdown (4096x4096 bf16 products the host
+  never waits for, fault_injection.gpu_matmuls_per_step, sized to +20 % of the A/A GPU time): verdict, step_time
+  and gpu_time with their intervals;
+- the canary's overhead against bare TRL (benchmarks/overhead.py, GPU clock included);
+- the tests marked `gpu` (tests/gpu).
+
+`--cpu` runs the same path on the CPU with the tiny configs and few steps (what CI can check of this script):
+no GPU-only pair, no gpu tests. Each check that fails is a row saying so; the others still run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+REPO: Final = Path(__file__).resolve().parent.parent
+HOST_BOUND: Final = "configs/gpu/pythia-70m-dpo-builtin.yaml"
+GPU_CONFIGS: Final = (
+    HOST_BOUND, "configs/gpu/smollm-135m-sft-builtin.yaml", "configs/gpu/pythia-70m-dpo-loaded.yaml",
+    "configs/gpu/smollm-135m-sft-loaded.yaml",
+)  # fmt: skip
+CPU_CONFIGS: Final = ("configs/tiny/dpo.yaml",)
+HOST_SLOWDOWN: Final = 0.05
+GPU_SLOWDOWN: Final = 0.20
+PROFILED: Final = ["--set", "profiler.enabled=true", "--set", "profiler.start_step=20", "--set", "profiler.num_steps=5"]
+
+
+@dataclass
+class Plan:
+    """What one mode runs: GPU (the real checks) or CPU (the same path, tiny and short)."""
+
+    cpu: bool
+    configs: Sequence[str]
+    pair_config: str
+    run_steps: int
+    pair_steps: int
+    overhead: Sequence[str]
+
+    @classmethod
+    def of(cls, cpu: bool) -> Plan:
+        if cpu:
+            return cls(True, CPU_CONFIGS, CPU_CONFIGS[0], 26, 12, ["--pairs", "1", "--steps", "6"])
+        return cls(False, GPU_CONFIGS, HOST_BOUND, 40, 40, ["--pairs", "3", "--steps", "20"])
+
+
+@dataclass
+class Report:
+    rows: list[tuple[str, str, str]] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, check: str, result: str, detail: str = "", **figures: Any) -> None:
+        self.rows.append((check, result, detail))
+        if figures:
+            self.figures[check] = figures
+
+    def markdown(self) -> str:
+        lines = ["| check | result | detail |", "|---|---|---|"]
+        lines += [f"| {c} | {r} | {d} |" for c, r, d in self.rows]
+        return "\n".join(lines) + "\n"
+
+
+def canary(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "canary_action", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def guarded(report: Report, check: str, work: Callable[[], None]) -> None:
+    """One check; a failure becomes its row, and the script goes on."""
+    start = time.perf_counter()
+    try:
+        work()
+    except Exception as error:  # every check reports, whatever broke in it
+        report.add(check, "failed", f"{type(error).__name__}: {str(error)[-300:]}")
+    print(f"[gpu-check] {check}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+
+
+def check_env(report: Report) -> None:
+    done = canary("env", "--json")
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-500:])
+    env = json.loads(done.stdout)
+    gpus = ", ".join(g["name"] for g in env.get("gpus", [])) or "no GPU"
+    versions = ", ".join(f"{k} {env.get(k)}" for k in ("gpu_driver", "cuda", "torch", "trl"))
+    detail = f"{gpus}; {versions}"
+    report.add("env", "ok", detail, **env)
+
+
+def run_config(report: Report, config: str, out: Path, steps: int, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """One `canary run`; its figures (and the profiler trace's size, when it profiled)."""
+    start = time.perf_counter()
+    done = canary("run", config, "-o", str(out), "--set", f"max_steps={steps}", *extra)
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise RuntimeError(f"exit {done.returncode}: {done.stderr[-500:]}")
+    metrics = json.loads(max(out.glob("*/metrics.json"), key=lambda p: p.stat().st_mtime).read_text())
+    summary = metrics["summary"]
+    steps_s = [t for t in metrics["series"]["perf/step_time_s"] if t is not None]
+    figures = {
+        "wall_s": wall, "to_step_1_s": metrics["run"]["duration_s"] - sum(steps_s),
+        "step_s": summary["step_time_s"]["median"], "nvml_util_pct": summary.get("gpu_utilization_mean_pct"),
+        "gpu_busy_s": summary.get("gpu_busy_median_s"), "gpu_busy_share": summary.get("gpu_busy_share"),
+        "kernels": _median(metrics["series"].get("gpu/num_kernels")), "warnings": metrics["measurement_warnings"],
+    }  # fmt: skip
+    if metrics.get("profiler") and metrics["profiler"].get("trace_path"):
+        trace = Path(metrics["profiler"]["trace_path"])
+        trace = trace if trace.is_absolute() else REPO / trace
+        figures["trace_mb"] = trace.stat().st_size / 1e6
+        figures["trace_json_mb"] = len(gzip.decompress(trace.read_bytes())) / 1e6
+    util = figures["nvml_util_pct"]
+    share = figures["gpu_busy_share"]
+    detail = (
+        f"{wall:.0f} s, step 1 after {figures['to_step_1_s']:.0f} s, step {1000 * figures['step_s']:.0f} ms"
+        + (f", NVML {util:.0f} %" if util is not None else "")
+        + (f", GPU busy {100 * share:.0f} % ({1000 * figures['gpu_busy_s']:.1f} ms/step)" if share is not None else "")
+        + (f", {figures['kernels']:,.0f} kernels/step" if figures["kernels"] else "")
+    )  # fmt: skip
+    if "trace_mb" in figures:
+        detail += f", trace {figures['trace_mb']:.1f} MB gz, {figures['trace_json_mb']:.0f} MB JSON"
+    report.add(f"run {Path(config).stem}", "ok", detail, **figures)
+    return figures
+
+
+def make_tree(root: Path, config: str, steps: int, faults: dict[str, float] | None = None) -> Path:
+    """A code tree holding the config as canary.yaml (with the planted fault, when given)."""
+    root.mkdir(parents=True, exist_ok=True)
+    lines = (REPO / config).read_text(encoding="utf-8").splitlines()
+    text = "\n".join(line for line in lines if not line.startswith("max_steps:")) + f"\nmax_steps: {steps}\n"
+    if faults:
+        text += "fault_injection:\n" + "".join(f"  {k}: {v}\n" for k, v in faults.items())
+    (root / "canary.yaml").write_text(text, encoding="utf-8")
+    return root
+
+
+def run_pair(report: Report, label: str, base: Path, head: Path, out: Path) -> dict[str, Any]:
+    start = time.perf_counter()
+    done = canary("pair", "canary.yaml", "--base", str(base), "--head", str(head), "-o", str(out), "--json")
+    wall = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"exit {done.returncode}: {done.stderr[-500:]}")
+    result = json.loads(done.stdout)
+    checks = {c["name"]: c for c in result["checks"]}
+    figures = {"wall_s": wall, "verdict": result["verdict"]}
+    parts = [f"{result['verdict']}, {wall:.0f} s"]
+    for name in ("step_time", "gpu_time"):
+        check = checks.get(name)
+        if check is None:
+            continue
+        interval = check.get("interval") or {}
+        figures[name] = {"status": check["status"], "delta_pct": check.get("delta_pct"), "interval": interval}
+        if check.get("delta_pct") is not None and interval:
+            bounds = f"[{interval['low']:+.1f}, {interval['high']:+.1f}]"
+            parts.append(f"{name} {check['status']} {check['delta_pct']:+.1f} % {bounds}")
+        else:
+            parts.append(f"{name} {check['status']}")
+    report.add(f"pair {label}", "ok", "; ".join(parts), **figures)
+    pair_dir = max((p for p in out.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
+    return {"figures": figures, "dir": pair_dir}
+
+
+def pairs(report: Report, plan: Plan, out: Path) -> None:
+    trees = out / "trees"
+    base = make_tree(trees / "base", plan.pair_config, plan.pair_steps)
+    aa = run_pair(report, "A/A", base, base, out / "pairs")
+    side = json.loads((aa["dir"] / "base" / "metrics.json").read_text())["summary"]
+    sleep = round(HOST_SLOWDOWN * side["step_time_s"]["median"], 4)
+    host = make_tree(trees / "host5", plan.pair_config, plan.pair_steps, {"sleep_s_per_step": sleep})
+    guarded(
+        report,
+        "pair host +5 %",
+        lambda: run_pair(report, f"host +5 % ({1000 * sleep:.1f} ms sleep)", base, host, out / "pairs"),
+    )
+    if plan.cpu:
+        report.add("pair GPU-only +20 %", "skipped", "no GPU (--cpu)")
+        return
+    busy = side.get("gpu_busy_median_s")
+    if not busy:
+        report.add("pair GPU-only +20 %", "skipped", "the A/A pair recorded no GPU time")
+        return
+    count = max(1, round(GPU_SLOWDOWN * busy / product_s()))
+    gpu = make_tree(trees / "gpu20", plan.pair_config, plan.pair_steps, {"gpu_matmuls_per_step": count})
+    guarded(
+        report,
+        "pair GPU-only +20 %",
+        lambda: run_pair(report, f"GPU-only +20 % ({count} products)", base, gpu, out / "pairs"),
+    )
+
+
+def product_s() -> float:
+    """GPU time of one planted 4096x4096 bf16 product (CUDA events over a batch of them)."""
+    import torch
+
+    from canary_action.train.instrument import PlantedWork
+
+    work = PlantedWork.gpu_only(50)
+    device = torch.device("cuda")
+    work.run(device)
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    work.run(device)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) / 1000 / 50
+
+
+def overhead(report: Report, plan: Plan) -> None:
+    command = [sys.executable, "benchmarks/overhead.py", "--config", plan.pair_config, *plan.overhead]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-500:])
+    figures = json.loads(done.stdout)
+    low, high = figures["overhead_pct_95ci"]
+    median = figures["overhead_pct_median"]
+    detail = f"{median:+.1f} % [{low:+.1f}, {high:+.1f}] of step time ({Path(plan.pair_config).stem})"
+    report.add("overhead vs bare TRL", "ok", detail, **figures)
+
+
+def gpu_tests(report: Report) -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "tests/gpu", "-p", "no:cacheprovider"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    last = (done.stdout.strip().splitlines() or ["no output"])[-1]
+    report.add("tests marked gpu", "ok" if done.returncode == 0 else "failed", last, output=done.stdout[-4000:])
+
+
+def _median(values: Sequence[float | None] | None) -> float | None:
+    kept = [v for v in values or [] if v is not None]
+    return statistics.median(kept) if kept else None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-o", "--output", type=Path, default=Path(os.environ.get("OUT", "gpu-check-out")))
+    parser.add_argument("--cpu", action="store_true", help="the same path on the CPU: tiny configs, few steps")
+    args = parser.parse_args(argv)
+    plan = Plan.of(args.cpu)
+    out = args.output.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    report = Report()
+    guarded(report, "env", lambda: check_env(report))
+    for config in plan.configs:
+        extra = PROFILED if config == plan.pair_config else ()
+        guarded(
+            report,
+            f"run {Path(config).stem}",
+            lambda c=config, e=extra: run_config(report, c, out / "runs", plan.run_steps, e),
+        )
+    guarded(report, "pairs", lambda: pairs(report, plan, out))
+    guarded(report, "overhead vs bare TRL", lambda: overhead(report, plan))
+    if not plan.cpu:
+        guarded(report, "tests marked gpu", lambda: gpu_tests(report))
+    table = report.markdown()
+    print(table)
+    (out / "gpu-check.md").write_text(table, encoding="utf-8")
+    (out / "gpu-check.json").write_text(json.dumps(report.figures, indent=2, default=str), encoding="utf-8")
+    return 1 if any(result == "failed" for _, result, _ in report.rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
