@@ -175,12 +175,8 @@ def gpu_clues(case: Case) -> list[Clue]:
             if not gpu_moved
             else f"host overhead grew ({_ms(split.base_host_s)} → {_ms(split.host_s)} per step) besides the kernels"
         )
-        steps = (
-            "profile the host side (py-spy, or the torch profiler's CPU view) to see where the step's time goes",
-            "look for new per-step Python work and .item()/.cpu() syncs in the training step",
-        )
         weight = HOST_ALONE_WEIGHT if not gpu_moved else 0.5
-        clues.append(Clue("host", weight, evidence + kernels, PERF, summary, steps))
+        clues.append(Clue("host", weight, evidence + kernels, PERF, summary))  # next steps: the category's
     return clues
 
 

@@ -93,3 +93,12 @@ def link(label: str, url: str | None) -> Md | None:
     if not url or not re.fullmatch(r"https://[A-Za-z0-9.-]+(:[0-9]+)?/[^\s()<>\"'`]*", url):
         return None
     return Md(f"[{text(label)}]({url})")
+
+
+CODE_SAFE: Final = str.maketrans({"`": "'", "|": "¦", "<": "‹", ">": "›", "\\": "/"})
+
+
+def code(value: str, limit: int = 80) -> str:
+    """Text for inside a code span: no backtick (it would end the span), no pipe (GFM ends the cell even
+    inside code), no `<` (the raw body must never hold `<!--`), one line without control or bidi characters."""
+    return one_line(value, limit).translate(CODE_SAFE)

@@ -19,15 +19,14 @@ from canary_action.compare.result import (
     CompareResult,
     Curve,
     OpChange,
-    RunRef,
-    StepSplit,
     Suspect,
     Warmup,
 )
 from canary_action.metrics import schema
 from canary_action.metrics.schema import Distributed, RankSummary
 from canary_action.report import charts
-from canary_action.report.escape import Md, link, mermaid_label, one_line, slug, text
+from canary_action.report.escape import Md, code, link, mermaid_label, one_line, slug, text
+from canary_action.report.facts import facts, paired_line
 
 ICONS: Final = {"pass": "✅", "fail": "❌", "warn": "⚠️", "skip": "⏭️", "not-comparable": "➖"}
 VERDICT_ICONS: Final = {"pass": "✅", "regression": "❌", "neutral": "➖", "crashed": "💥"}
@@ -168,7 +167,7 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
     header, rows = _step_detail(result.curves)
     return ReportView(
         marker=Md(sticky_marker(result.current.config_name)),
-        title=Md(f"{VERDICT_ICONS[result.verdict]} rlhf-canary **{result.verdict}** — `{_code(config_name)}`"),
+        title=Md(f"{VERDICT_ICONS[result.verdict]} rlhf-canary **{result.verdict}** — `{code(config_name)}`"),
         reason=text(result.reason, 400),
         counts=Md(
             f"{failed} failed · {warned} warned · {passed} passed · {unjudged} not judged"
@@ -183,7 +182,7 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
         step_header=header,
         step_rows=rows,
         diffs=[t for t in _diffs(result) if t.rows],
-        facts=_facts(result),
+        facts=facts(result),
         links=[m for m in _links(links) if m is not None],
         notes=[text(n, 300) for n in result.notes],
         unjudged=[
@@ -194,46 +193,8 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
         why=_why(result),
         how_to_baseline=None if result.baselines else _yaml_block(links.baseline_snippet),
         ranks=_ranks(result.current.distributed),
-        baseline_kind=_paired_line(result),
+        baseline_kind=paired_line(result),
     )
-
-
-def _paired_line(result: CompareResult) -> Md | None:
-    pairing = result.pairing
-    if pairing is None:
-        return None
-    # The rounds judged, not all the pair trained: the note on the pair (`canary pair`) gives both counts.
-    rounds = (
-        f"{pairing.rounds} rounds judged, after the warm-up"
-        if pairing.rounds is not None
-        else "too few rounds after the warm-up to judge speed"
-    )
-    history = len(result.baselines) - 1
-    extra = f"; {history} artifact baseline{'s' if history != 1 else ''} for the learning checks" if history > 0 else ""
-    rule = (
-        f" Speed is judged by the pair's own precision: a change fails when it is clear and above the "
-        f"{pairing.min_effect_pct:g} % minimum effect (raised to the pair's noise when that is larger)."
-        if pairing.min_effect_pct is not None
-        else ""
-    )
-    allocator = (
-        " Both sides ran with glibc malloc tuned to keep freed memory, for precision: a training run under glibc's "
-        "default pays page faults for what it allocates, so a change that allocates host memory can cost it more."
-        if pairing.allocator == "tuned"
-        else ""
-    )
-    return Md(
-        f"⚖️ **Paired A/B** on this runner: the PR's code ({_side(pairing.head_commit, pairing.head_tree)}) and its "
-        f"base commit ({_side(pairing.base_commit, pairing.base_tree)}) took turns, {pairing.chunk_steps} steps at a "
-        f"time — {rounds}{extra}.{rule}{allocator}"
-    )
-
-
-def _side(commit: str | None, tree: str) -> str:
-    """A side's commit (hex only: it goes into a code span), else its tree's path as text."""
-    if commit is not None and re.fullmatch(r"[0-9a-f]{7,64}", commit):
-        return f"`{commit[:12]}`"
-    return f"tree {text(tree, 120)}"
 
 
 def _why(result: CompareResult) -> list[Md]:
@@ -426,59 +387,6 @@ def _rank_row(rank: RankSummary, slowest: bool) -> list[Md]:
     ]
 
 
-def _processes(ref: RunRef) -> str:
-    """', 2 processes, ddp, gloo' for a multi-process run; '' for one process."""
-    dist = ref.distributed
-    if dist is None:
-        return ""
-    size = f"{dist.world_size} process{'es' if dist.world_size != 1 else ''}"
-    parts = [size, text(dist.strategy, 20), *([text(dist.backend, 40)] if dist.backend else [])]
-    return ", " + ", ".join(parts)
-
-
-def _facts(result: CompareResult) -> list[Md]:
-    cur = result.current
-    where = cur.gpu or cur.device or "unknown device"
-    facts = [
-        Md(f"This run: {text(cur.run_id, 80)} — {cur.state}, {cur.num_steps} steps on {text(where, 60)}"
-           + _processes(cur) + (f", commit `{_code(cur.git_sha[:12])}`" if cur.git_sha else "")),
-    ]  # fmt: skip
-    if result.baselines:
-        shas = ", ".join(f"`{_code(b.git_sha[:12])}`" for b in result.baselines if b.git_sha) or "unknown commits"
-        facts.append(Md(f"Baselines: {len(result.baselines)} run(s) — {shas}"))
-    if result.pairing is not None:
-        pairing = result.pairing
-        facts.append(
-            Md(f"Paired with: {text(pairing.base_run_id, 80)} (base tree `{_code(pairing.base_tree, 60)}`); "
-               f"process-level spread {pairing.process_spread_pct:.1f} % in every interval")
-        )  # fmt: skip
-    elif result.noise is not None:
-        spread = result.noise.run_spread_pct
-        measured = f"{spread:.1f} %" if spread is not None else "not measured (one baseline)"
-        facts.append(Md(f"Run-to-run spread: {measured}; limits widen to {result.noise.run_spread_k:g} × the noise"))
-    if result.step_split is not None:
-        facts.append(_split_line(result.step_split))
-    facts.append(Md(f"Thresholds: {', '.join(text(s, 120) for s in result.threshold_sources) or result.tier}"))
-    return facts
-
-
-def _split_line(split: StepSplit) -> Md:
-    """The steady step, host against GPU: where a slower step's time went."""
-
-    def side(step: float, gpu: float, host: float, kernels: float | None) -> str:
-        count = f", {kernels:,.0f} kernels" if kernels is not None else ""
-        return f"host {_ms(host)} + GPU {_ms(gpu)} ({100 * gpu / step:.0f} % of the step busy{count})"
-
-    line = f"Step split (steady medians): {side(split.step_s, split.gpu_s, split.host_s, split.kernels)}"
-    if split.base_step_s and split.base_gpu_s is not None and split.base_host_s is not None:
-        line += f" · baseline {side(split.base_step_s, split.base_gpu_s, split.base_host_s, split.base_kernels)}"
-    return Md(line)
-
-
-def _ms(seconds: float) -> str:
-    return f"{1000 * seconds:,.1f} ms"
-
-
 def _links(links: Links) -> list[Md | None]:
     artifact = f"artifact {links.artifact_name}" if links.artifact_name else "artifacts"
     pull_request = None
@@ -505,12 +413,3 @@ def _yaml_block(snippet: str | None) -> Md | None:
     if not snippet or not _SNIPPET_SAFE.fullmatch(snippet) or "<" in snippet:
         return None
     return Md(f"```yaml\n{snippet.strip(chr(10))}\n```")
-
-
-_CODE_SAFE: Final = str.maketrans({"`": "'", "|": "¦", "<": "‹", ">": "›", "\\": "/"})
-
-
-def _code(value: str, limit: int = 80) -> str:
-    """Text for inside a code span: no backtick (it would end the span), no pipe (GFM ends the cell even
-    inside code), no `<` (the raw body must never hold `<!--`), one line without control or bidi characters."""
-    return one_line(value, limit).translate(_CODE_SAFE)
