@@ -31,7 +31,7 @@ from canary_action.metrics import schema
 #: quiet and beside a bursty hog, spread 0.88 % beyond their rounds' error (`benchmarks/lockstep.py replay`;
 #: docs/benchmarks.md, "Lockstep A/B"), rounded up to 1 %. cuda: the same 1 %, an assumption until GPU pairs
 #: are measured (a dedicated GPU should vary less between processes than a shared CPU, not more).
-PROCESS_SD: Final[dict[str, float]] = {"cpu": 0.01, "cuda": 0.01}
+PROCESS_SD: Final[dict[str, float]] = {"cpu": 0.005, "cuda": 0.01}
 MIN_ROUNDS: Final = 5
 #: Share trimmed from each end of the rounds' log ratios: a garbage collection or a neighbour's burst lands in
 #: one side's chunk of a round and makes that round's ratio an outlier (measured over 18 real A/A pairs: a median

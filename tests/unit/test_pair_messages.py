@@ -74,3 +74,34 @@ def test_a_side_that_failed_at_start_names_its_error_and_its_log(tmp_path: Path)
     assert error.message.endswith("failed during start: ImportError: planted")
     assert error.fix is not None
     assert error.fix.startswith(f"read the traceback in {log};")
+
+
+THREADS = """
+import threading, time
+for _ in range(3):
+    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+print("ready", flush=True)
+time.sleep(30)
+"""
+
+
+def test_pinning_a_side_pins_every_thread_it_already_has() -> None:
+    """A side is pinned after it loaded its model, when torch and the tokenizers have started threads: affinity is
+    per thread on Linux, so each of them is pinned, not only the main one."""
+    import os
+    import subprocess
+    import sys
+
+    from canary_action.train.launch.pair import pin_process
+
+    with subprocess.Popen([sys.executable, "-c", THREADS], stdout=subprocess.PIPE, text=True) as child:
+        try:
+            assert child.stdout is not None
+            assert child.stdout.readline().strip() == "ready"
+            one = {min(os.sched_getaffinity(0))}
+            pin_process(child.pid, one)
+            tasks = list(Path(f"/proc/{child.pid}/task").iterdir())
+            assert len(tasks) == 4
+            assert all(os.sched_getaffinity(int(t.name)) == one for t in tasks)
+        finally:
+            child.kill()

@@ -120,10 +120,8 @@ def run_pair(
         shared = set(cpus) if cpus else pair_cpus(sides[1].loaded)
         for side in rng.sample(sides, k=len(sides)):  # who starts (and loads) first is drawn too
             _start(side, pair_id, started, chunk_steps, trees=resolved, setup=setup)
-            if side.process is not None and shared:
-                os.sched_setaffinity(side.process.pid, shared)
         deadline = time.monotonic() + START_MARGIN_S + 2 * max(s.loaded.config.timeout_minutes for s in sides) * 60
-        _take_turns(sides, rounds, rng, deadline)
+        _take_turns(sides, rounds, rng, deadline, shared)
     except TimeoutError as timeout:
         hung = timeout
     except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM from a cancelled job (cli.py): record, then re-raise
@@ -242,10 +240,18 @@ def _malloc_said(env: dict[str, str]) -> str:
     return ", ".join(f"{k}={env[k]}" for k in MALLOC_ALLOCATOR_ENV if k in env) or "no MALLOC_* variable"
 
 
-def _take_turns(sides: list[_Side], rounds: list[Round], rng: random.Random, deadline: float) -> None:
-    """Both sides report ready at step 0; then round after round, each trains one chunk in a random order."""
+def _take_turns(sides: list[_Side], rounds: list[Round], rng: random.Random, deadline: float, cpus: set[int]) -> None:
+    """Both sides report ready at step 0 and are pinned to `cpus`; then round after round, each trains one chunk in
+    a random order.
+
+    Pinned only once both have loaded: the sides load at the same time, and pinned to one CPU from their start
+    (cpu_threads 1) their imports and model loading took 11.6 s each instead of 5.2 s, a third of the pair's time.
+    """
     for side in sides:
         _await(side, deadline)
+    for side in sides:
+        if side.process is not None and not side.ended and cpus:
+            pin_process(side.process.pid, cpus)
     index = 0
     while all(not s.ended for s in sides):
         order = rng.sample(sides, k=len(sides))
@@ -257,6 +263,15 @@ def _take_turns(sides: list[_Side], rounds: list[Round], rng: random.Random, dea
     for side in sides:  # one side ended: the pair is over, the other stops where it waits
         if not side.ended:
             _send(side, "stop")
+
+
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Every thread of process `pid` (its task list: affinity is per thread on Linux), and so the threads they
+    start later, onto `cpus`. A thread that ended meanwhile is no error."""
+    tasks = Path(f"/proc/{pid}/task")
+    for tid in (int(t.name) for t in tasks.iterdir()) if tasks.is_dir() else (pid,):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(tid, cpus)
 
 
 def _await(side: _Side, deadline: float) -> None:
