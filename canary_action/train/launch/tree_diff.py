@@ -33,6 +33,8 @@ SKIPPED_DIRS: Final = frozenset({
     "node_modules", ".tox", ".nox", "build", "dist", ".ipynb_checkpoints",
 })  # fmt: skip
 _GIT: Final = ("git", "-c", "core.quotePath=false")
+#: The tree is a pull request's: no external diff program or textconv filter its .gitattributes could name.
+_PLAIN: Final = ("--no-renames", "--no-ext-diff", "--no-textconv")
 
 
 def diff_trees(base: Path, head: Path, *, exclude: Sequence[Path] = ()) -> CodeDiff:
@@ -51,7 +53,7 @@ def _git_diff(base: Path, head: Path) -> CodeDiff | None:
     base_sha = _git(base, "rev-parse", "--verify", "HEAD")
     if not base_sha or _git(head, "cat-file", "-t", base_sha) != "commit":
         return None
-    numstat = _git(head, "diff", "--no-renames", "--numstat", base_sha, "--")
+    numstat = _git(head, "diff", *_PLAIN, "--numstat", base_sha, "--")
     if numstat is None:
         return None
     changes = []
@@ -74,7 +76,7 @@ def _git_kind(head: Path, base_sha: str, path: str) -> ChangeKind:
 
 
 def _git_added_lines(head: Path, base_sha: str, path: str) -> list[str]:
-    patch = _git(head, "diff", "--no-renames", "-U0", base_sha, "--", path) or ""
+    patch = _git(head, "diff", *_PLAIN, "-U0", base_sha, "--", path) or ""
     added = (line[1:] for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++"))
     return _first(added)
 
