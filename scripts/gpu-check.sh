@@ -16,9 +16,12 @@ export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 
 if ! "$python" -c "import trl, datasets, pydantic, click, jinja2, canary_action" 2>/dev/null; then
   site=$("$python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  # The .pth files are removed when the check ends: the interpreter is left as it was found.
+  trap 'rm -f "$site/rlhf-canary-wheels.pth" "$site/rlhf-canary-checkout.pth"' EXIT
   if compgen -G ".whl/*.whl" >/dev/null; then
-    "$python" -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/rlhf-canary-site .whl/*.whl
-    echo /tmp/rlhf-canary-site >"$site/rlhf-canary-wheels.pth"
+    wheels=$(mktemp -d)  # a fresh folder: no other user's files on the import path
+    "$python" -m pip install -q --no-index --no-deps --no-compile --upgrade --target "$wheels" .whl/*.whl
+    echo "$wheels" >"$site/rlhf-canary-wheels.pth"
   else
     torch_version=$("$python" -c "import torch; print(torch.__version__)")
     "$python" -m pip install -q -e ".[train]" "torch==${torch_version}"
@@ -26,4 +29,4 @@ if ! "$python" -c "import trl, datasets, pydantic, click, jinja2, canary_action"
   echo "$PWD" >"$site/rlhf-canary-checkout.pth"
 fi
 
-exec "$python" scripts/gpu_check.py "$@"
+"$python" scripts/gpu_check.py "$@"

@@ -36,9 +36,10 @@ OTHER_FIELDS: Final = (
 # stops early, and run_status reports that). A changed key here is no explanation for anything.
 IGNORED_CONFIG_KEYS: Final = frozenset({"name", "description", "output_dir", "profiler.output_dir", "timeout_minutes"})
 MAX_VALUE_CHARS: Final = 80
-#: Keys newer configs always carry, with the value a config written before them meant: one process, and torch's
-#: own thread count (`auto`: configs before cpu_threads left it to torch).
-IMPLIED: Final[Mapping[str, Any]] = {"num_processes": 1, "cpu_threads": "auto"}
+#: Keys newer configs always carry, with the value a config written before them meant: one process, torch's own
+#: thread count (`auto`: configs before cpu_threads left it to torch), and the GPU's time measured where there is
+#: one (a baseline from before gpu_time: otherwise every comparison would list "gpu_time none → true").
+IMPLIED: Final[Mapping[str, Any]] = {"num_processes": 1, "cpu_threads": "auto", "gpu_time": True}
 #: Optional sections: null in a config that leaves them out, every key in one that sets any. The side without
 #: the section reads as its defaults, so that setting one key shows that key, not every default beside it.
 SECTION_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {

@@ -137,13 +137,16 @@ def _split(run: RunData) -> tuple[float, float, float | None] | None:
         return None
     busy = [b for i in rows if (b := run.gpu_busy[i]) is not None]
     kernels = [k for i in rows if i < len(run.gpu_kernels) and (k := run.gpu_kernels[i]) is not None]
-    return statistics.median(times), statistics.median(busy), statistics.median(kernels) if kernels else None
+    step = statistics.median(times)
+    if step <= 0:  # no time to split (a file of zero step times)
+        return None
+    return step, statistics.median(busy), statistics.median(kernels) if kernels else None
 
 
 def gpu_clues(case: Case) -> list[Clue]:
     """Which side of the step moved: the GPU's kernels, or the host around them."""
     split = case.split
-    if split is None or split.base_gpu_s is None or split.base_host_s is None or split.base_step_s is None:
+    if split is None or split.base_gpu_s is None or split.base_host_s is None or not split.base_step_s:
         return []
     gpu_change = split.gpu_s / split.base_gpu_s - 1 if split.base_gpu_s > 0 else 0.0
     host_change = (split.host_s - split.base_host_s) / split.base_step_s

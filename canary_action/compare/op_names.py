@@ -13,6 +13,7 @@ import re
 from typing import Final
 
 LIMIT: Final = 80
+MAX_READ: Final = 2000  # the longest real kernel name seen was 850 characters
 _ANONYMOUS: Final = "(anonymous namespace)::"
 _NAMESPACE: Final = re.compile(r"[A-Za-z_]\w*::")
 #: `::{lambda(float)#1}` and `::operator()() const`: where in a function a kernel's functor was defined.
@@ -21,6 +22,7 @@ _LOCAL: Final = re.compile(r"::(?:\{lambda\([^(){}]*\)#\d+\}|operator\(\)\(\) co
 
 def short_op_name(name: str, limit: int = LIMIT) -> str:
     """An op's name as people read it; plain op names (`aten::mm`) are kept as they are."""
+    name = name[:MAX_READ]  # a name from an untrusted metrics.json: the passes below stay linear in a short one
     if "<" not in name and "(" not in name and not name.startswith("void "):
         return name if len(name) <= limit else name[: limit - 1] + "…"
     short = name.removeprefix("void ").strip().replace(_ANONYMOUS, "")

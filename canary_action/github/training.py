@@ -34,7 +34,8 @@ from canary_action.files import FileRefusedError, read_regular_file
 from canary_action.metrics.stream import rebuild_killed
 from canary_action.train.launch.environment import child_environment, prepare_setup, unprivileged
 
-_GIT = ("git", "-c", "safe.directory=*")
+#: A pull request's checkout: its hooks (post-checkout at `worktree add`) and fsmonitor must not run here.
+_GIT = ("git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
 _STOP_GRACE_S = 30
 _ERROR_FILE_LIMIT = 2**20
 
@@ -138,22 +139,30 @@ def lockstep_base(workspace: Path, event_base: str, head: str | None) -> str:
     older. With the head itself checked out (pr-canary.yml's measure job), the merge base of the event's base and
     HEAD: the base branch's newer commits are not the PR's doing. Without the history to find it (a shallow
     checkout), the event's base."""
-    parents = _git_out(workspace, "rev-list", "--parents", "-n", "1", "HEAD").split()
-    if len(parents) == 3 and (head is None or parents[2] == head):
-        return parents[1]
+    parents = head_parents(workspace)
+    if len(parents) == 2 and (head is None or parents[1] == head):
+        return parents[0]
     return _git_out(workspace, "merge-base", event_base, "HEAD") or event_base
+
+
+def head_parents(workspace: Path) -> list[str]:
+    """HEAD's parents, from the commit object itself: `git rev-list --parents` lists none in a shallow clone
+    (actions/checkout's default depth of 1), while the commit still names them."""
+    body = _git_out(workspace, "cat-file", "-p", "HEAD").split("\n\n", 1)[0]
+    return [line.split()[1] for line in body.splitlines() if line.startswith("parent ")]
 
 
 def measured_commit(workspace: Path, *, merge_sha: str | None) -> str | None:
     """The commit the workspace has checked out, as the pull request knows it: HEAD, or, when HEAD is GitHub's
     test merge commit (`merge_sha`, GITHUB_SHA on pull_request), its second parent: the pull request's head as
     it was when the job checked out — which may be newer than the event's. None without a git checkout."""
-    commits = _git_out(workspace, "rev-list", "--parents", "-n", "1", "HEAD").split()
-    if not commits:
+    head = _git_out(workspace, "rev-parse", "--verify", "HEAD")
+    if not head:
         return None
-    if len(commits) == 3 and merge_sha is not None and commits[0] == merge_sha:
-        return commits[2]
-    return commits[0]
+    parents = head_parents(workspace)
+    if len(parents) == 2 and merge_sha is not None and head == merge_sha:
+        return parents[1]
+    return head
 
 
 def _git_out(workspace: Path, *args: str) -> str:
@@ -228,9 +237,14 @@ class LockstepTrainer:
                 fix="nothing to pair with until the config is on the base branch; artifact baselines judge it",
             )
         try:
-            load_config(path)
+            loaded = load_config(path)
         except ConfigError as e:
             raise NoPairBaseError(
                 f"the base commit's {config} is refused: {e.message}", fix="fix the config on the base branch"
             ) from e
+        if loaded.config.num_processes > 1:
+            raise NoPairBaseError(
+                f"the base commit's {config} runs {loaded.config.num_processes} processes; a pair runs one per side",
+                fix="pair once the base branch's config runs one process, or compare with artifact baselines",
+            )
         return base

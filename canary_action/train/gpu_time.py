@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -207,6 +208,7 @@ def _start_ns(results: Any) -> int:
 @contextlib.contextmanager
 def _quiet_stderr() -> Iterator[None]:
     """Descriptor 2 on /dev/null for the duration: libkineto writes its start and stop lines there directly."""
+    sys.stderr.flush()  # what Python holds in its buffer belongs to the log, not to /dev/null
     saved = os.dup(2)
     try:
         null = os.open(os.devnull, os.O_WRONLY)

@@ -157,3 +157,14 @@ def test_every_report_shows_the_host_gpu_split(tmp_path: Path) -> None:
     assert "Step split (steady medians): host " in check_output(result)["summary"]
     assert "Step split (steady medians): host " in render_terminal(result)
     assert result.model_dump(mode="json")["step_split"]["gpu_s"] > 0
+
+
+def test_zero_step_times_split_nothing_and_crash_nothing(tmp_path: Path) -> None:
+    """A metrics.json (an artifact's, say) whose steps took no time has no host/GPU split to show."""
+    current = with_gpu(RUNS[2], tmp_path / "current.json")
+    data = json.loads(current.read_text(encoding="utf-8"))
+    data["series"][m.STEP_TIME_S] = [0.0 for _ in data["series"][m.STEP_TIME_S]]
+    current.write_text(json.dumps(data), encoding="utf-8")
+    result = run_compare(current, [with_gpu(RUNS[0], tmp_path / "base.json")], tier="smoke")
+    assert result.step_split is None
+    assert "Step split" not in render(result, "comment")

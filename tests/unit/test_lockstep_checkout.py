@@ -79,3 +79,37 @@ def test_a_merge_checkout_pairs_with_its_first_parent(origin: tuple[Path, str, s
     assert lockstep_base(repo, old_base, pr_head) == old_base
     assert lockstep_base(repo, moved_base, pr_head) == old_base, "the base branch's newer commits are not the PR's"
     assert lockstep_base(repo, "0" * 40, pr_head) == "0" * 40, "no history to find it: the event's base"
+
+
+def test_a_shallow_merge_checkout_still_knows_its_parents(origin: tuple[Path, str, str], tmp_path: Path) -> None:
+    """actions/checkout's default depth of 1: `rev-list --parents` lists no parent there, the commit object does.
+    Without them the merge was paired with the event's (older) base, and the check went on the merge commit."""
+    from canary_action.github.training import measured_commit
+
+    repo, old_base, _ = origin
+    git(repo, "checkout", "-q", "-b", "feature", old_base)
+    (repo / "feature.txt").write_text("pr\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "pr")
+    pr_head = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "main")
+    moved_base = git(repo, "rev-parse", "HEAD")
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge", "feature")
+    merge = git(repo, "rev-parse", "HEAD")
+    shallow = tmp_path / "shallow"
+    git(tmp_path, "clone", "-q", "--depth=1", f"file://{repo}", str(shallow))
+    assert git(shallow, "rev-list", "--parents", "-n", "1", "HEAD") == merge  # what the old code read
+    assert lockstep_base(shallow, old_base, pr_head) == moved_base
+    assert measured_commit(shallow, merge_sha=merge) == pr_head
+
+
+def test_a_multi_process_base_config_cannot_be_paired(origin: tuple[Path, str, str], tmp_path: Path) -> None:
+    from canary_action.errors import NoPairBaseError
+    from canary_action.github.training import LockstepTrainer
+
+    repo, _, _ = origin
+    (repo / "canary.yaml").write_text((Path(__file__).parents[2] / "configs" / "tiny" / "ddp.yaml").read_text())
+    git(repo, "commit", "-q", "-am", "two processes")
+    base = git(repo, "rev-parse", "HEAD")
+    with pytest.raises(NoPairBaseError, match="runs 2 processes; a pair runs one per side"):
+        LockstepTrainer(repo).base_tree("canary.yaml", base)

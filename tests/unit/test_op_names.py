@@ -60,3 +60,9 @@ def test_the_op_table_shows_short_names() -> None:
     [change] = [c for c in op_changes(window, 5, slower, 5) if c.name == kernel.name]
     assert change.name == kernel.name  # the data keeps the whole signature
     assert plain(_op_row(change)[0]) == "vectorized_elementwise_kernel<8, bfloat16_copy_kernel_cuda, array<…>>"
+
+
+def test_a_hostile_name_is_cut_before_it_is_read() -> None:
+    """A name from an untrusted metrics.json may be megabytes: read as its first characters, in linear time."""
+    name = "void " + "a::" * 300_000 + "k<" + " , " * 100_000 + ">"
+    assert len(short_op_name(name)) <= LIMIT

@@ -86,3 +86,39 @@ def test_two_checkouts_of_one_repository_are_diffed_by_git_and_untracked_output_
         1,
     )
     assert "trainer.extra_forward = True" in change.added
+
+
+def test_a_pull_requests_bytes_names_and_repository_config_neither_break_nor_steer_the_diff(tmp_path: Path) -> None:
+    """Latin-1 text (no NUL: git calls it text), a file named `*` (a pathspec for everything), and a planted
+    fsmonitor hook in the checkout's config: a diff, not a crash, the literal file, and nothing run."""
+    head = write(tmp_path / "repo", {"a.py": "x = 1\n", "b.py": "y = 2\n"})
+    git(head, "init", "-q", "-b", "main")
+    git(head, "add", ".")
+    git(head, "commit", "-q", "-m", "base")
+    base_sha = git(head, "rev-parse", "HEAD")
+    write(head, {"a.py": b"x = 1\ncaf\xe9 = 2\n", "*": "star = 3\n", "b.py": "y = 2\nz = 3\n"})
+    git(head, "add", ".")
+    git(head, "commit", "-q", "-m", "head")
+    ran = tmp_path / "fsmonitor-ran"
+    hook = tmp_path / "hook.sh"
+    hook.write_text(f"#!/bin/sh\ntouch {ran}\n", encoding="utf-8")
+    hook.chmod(0o755)
+    git(head, "worktree", "add", "-q", "--detach", str(tmp_path / "base"), base_sha)
+    git(head, "config", "core.fsmonitor", str(hook))  # planted after the test's own git calls
+    diff = diff_trees(tmp_path / "base", head)
+    changes = {c.path: c for c in diff.files}
+    assert set(changes) == {"a.py", "*", "b.py"}
+    assert changes["*"].added == ["star = 3"]  # its own line, not every file's
+    assert changes["a.py"].added == ["caf\ufffd = 2"]
+    assert not ran.exists()
+
+
+def test_a_long_file_is_counted_without_a_line_diff(tmp_path: Path) -> None:
+    """difflib is superlinear: past DIFF_LINES lines a file's lines are counted as multisets."""
+    from canary_action.train.launch.tree_diff import DIFF_LINES
+
+    lines = [f"line {i}\n" for i in range(3 * DIFF_LINES)]
+    base = write(tmp_path / "base", {"big.txt": "".join(lines)})
+    head = write(tmp_path / "head", {"big.txt": "".join([*lines[5:], "new 1\n", "new 2\n"])})
+    [change] = diff_trees(base, head).files
+    assert (change.lines_added, change.lines_removed, change.added) == (2, 5, ["new 1", "new 2"])

@@ -266,12 +266,19 @@ def _take_turns(sides: list[_Side], rounds: list[Round], rng: random.Random, dea
 
 
 def pin_process(pid: int, cpus: set[int]) -> None:
-    """Every thread of process `pid` (its task list: affinity is per thread on Linux), and so the threads they
-    start later, onto `cpus`. A thread that ended meanwhile is no error."""
-    tasks = Path(f"/proc/{pid}/task")
-    for tid in (int(t.name) for t in tasks.iterdir()) if tasks.is_dir() else (pid,):
-        with contextlib.suppress(ProcessLookupError):
-            os.sched_setaffinity(tid, cpus)
+    """Every thread of process `pid` and of the processes it started (affinity is per thread on Linux), and so
+    the threads and processes they start later, onto `cpus`. One that ended meanwhile is no error."""
+    import psutil  # the [train] extra's: the coordinator itself runs without it when `--setup` installs each side's
+
+    try:
+        family = [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
+    except psutil.Error:
+        family = [pid]
+    for member in family:
+        tasks = Path(f"/proc/{member}/task")
+        for tid in (int(t.name) for t in tasks.iterdir()) if tasks.is_dir() else (member,):
+            with contextlib.suppress(ProcessLookupError, FileNotFoundError):
+                os.sched_setaffinity(tid, cpus)
 
 
 def _await(side: _Side, deadline: float) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import os
 import subprocess
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final, Literal
@@ -25,6 +26,7 @@ from canary_action.metrics.pair import ChangeKind, CodeChange, CodeDiff
 MAX_FILES: Final = 200
 MAX_READ: Final = 256 << 20  # bytes compared by a walk before it stops (a tree of datasets or checkpoints)
 MAX_TEXT: Final = 512 << 10  # larger files are compared, not diffed line by line
+DIFF_LINES: Final = 2000  # longer files are counted line by line as multisets (difflib slows down past this)
 ADDED_LINES: Final = 6  # the first lines a file added, kept as the code to look at
 LINE_CHARS: Final = 160
 #: Folders a walk does not enter: version control, caches, environments, build output.
@@ -32,58 +34,91 @@ SKIPPED_DIRS: Final = frozenset({
     ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".venv", "venv",
     "node_modules", ".tox", ".nox", "build", "dist", ".ipynb_checkpoints",
 })  # fmt: skip
-_GIT: Final = ("git", "-c", "core.quotePath=false")
+#: A pull request's checkout: its hooks, fsmonitor or ownership must not make git run anything or refuse.
+_GIT: Final = (
+    "git", "-c", "core.quotePath=false", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+    "-c", "safe.directory=*", "--literal-pathspecs",
+)  # fmt: skip
+GIT_TIMEOUT_S: Final = 60
+ADDED_FILES: Final = 3  # files whose added lines are kept: the ones a report shows
 #: The tree is a pull request's: no external diff program or textconv filter its .gitattributes could name.
 _PLAIN: Final = ("--no-renames", "--no-ext-diff", "--no-textconv")
 
 
 def diff_trees(base: Path, head: Path, *, exclude: Sequence[Path] = ()) -> CodeDiff:
-    """The files `head` changed against `base`, largest change first (at most MAX_FILES)."""
+    """The files `head` changed against `base`, largest change first (at most MAX_FILES). Never raises for what
+    the trees hold: a diff that cannot be made is an empty one with a note."""
     if base.resolve() == head.resolve():
         return CodeDiff(method="walk", files=[], num_files=0)
-    by_git = _git_diff(base, head)
-    if by_git is not None:
-        return by_git
-    return _walk_diff(base.resolve(), head.resolve(), [p.resolve() for p in exclude])
+    try:
+        by_git = _git_diff(base, head)
+        return (
+            by_git if by_git is not None else _walk_diff(base.resolve(), head.resolve(), [p.resolve() for p in exclude])
+        )
+    except (OSError, ValueError, subprocess.SubprocessError) as e:
+        return CodeDiff(method="walk", files=[], num_files=0, note=f"not diffed: {type(e).__name__}: {e}"[:300])
 
 
 def _git_diff(base: Path, head: Path) -> CodeDiff | None:
     """git's diff of the base tree's commit against the head's working tree; None unless both are checkouts of
-    one repository (the head's object store holds the base commit)."""
+    one repository (the head's object store holds the base commit). Three git calls whatever the size of the
+    change: the counts, the kinds, and the lines added by the files shown."""
     base_sha = _git(base, "rev-parse", "--verify", "HEAD")
     if not base_sha or _git(head, "cat-file", "-t", base_sha) != "commit":
         return None
-    numstat = _git(head, "diff", *_PLAIN, "--numstat", base_sha, "--")
-    if numstat is None:
+    numstat, kinds = (
+        _git(head, "diff", *_PLAIN, "-z", "--numstat", base_sha),
+        _git(head, "diff", *_PLAIN, "-z", "--name-status", base_sha),
+    )
+    if numstat is None or kinds is None:
         return None
+    kind_of = _name_status(kinds)
     changes = []
-    for line in numstat.splitlines():
-        added, removed, path = line.split("\t", 2)
-        binary = added == "-"
-        kind = _git_kind(head, base_sha, path)
-        lines = [] if binary else _git_added_lines(head, base_sha, path)
-        changes.append(
-            CodeChange(path=path, change=kind, lines_added=0 if binary else int(added),
-                       lines_removed=0 if binary else int(removed), added=lines)
-        )  # fmt: skip
-    head_sha = _git(head, "rev-parse", "--verify", "HEAD")
-    return _ranked(changes, method="git", base_commit=base_sha, head_commit=head_sha)
+    for entry in filter(None, numstat.split("\0")):
+        plus, minus, path = entry.split("\t", 2)
+        binary = plus == "-"
+        changes.append(CodeChange(
+            path=path, change=kind_of.get(path, "modified"),
+            lines_added=0 if binary else int(plus), lines_removed=0 if binary else int(minus),
+        ))  # fmt: skip
+    diff = _ranked(changes, method="git", base_commit=base_sha, head_commit=_git(head, "rev-parse", "--verify", "HEAD"))
+    shown = [c.path for c in diff.files[:ADDED_FILES] if c.lines_added]
+    lines = _added_by_file(_git(head, "diff", *_PLAIN, "-U0", base_sha, "--", *shown) or "") if shown else {}
+    files = [c.model_copy(update={"added": lines.get(c.path, [])}) for c in diff.files]
+    return diff.model_copy(update={"files": files})
 
 
-def _git_kind(head: Path, base_sha: str, path: str) -> ChangeKind:
-    in_base = _git(head, "cat-file", "-e", f"{base_sha}:{path}") is not None
-    return "modified" if in_base and (head / path).exists() else "removed" if in_base else "added"
+def _name_status(output: str) -> dict[str, ChangeKind]:
+    """`git diff -z --name-status`: status, NUL, path, NUL, ... (no renames: one path each)."""
+    fields = output.split("\0")
+    kinds: dict[str, ChangeKind] = {"A": "added", "D": "removed"}
+    return {path: kinds.get(status[:1], "modified") for status, path in zip(fields[::2], fields[1::2], strict=False)}
 
 
-def _git_added_lines(head: Path, base_sha: str, path: str) -> list[str]:
-    patch = _git(head, "diff", *_PLAIN, "-U0", base_sha, "--", path) or ""
-    added = (line[1:] for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++"))
-    return _first(added)
+def _added_by_file(patch: str) -> dict[str, list[str]]:
+    """The first added lines of each file of a unified diff (the headers before each file's first hunk skipped)."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    in_hunk = False
+    for line in patch.splitlines():
+        if line.startswith("diff --git "):
+            current, in_hunk = None, False
+        elif line.startswith("+++ ") and not in_hunk:
+            name = line[4:]
+            current = found.setdefault(name.removeprefix("b/"), []) if name != "/dev/null" else None
+        elif line.startswith("@@"):
+            in_hunk = True
+        elif in_hunk and current is not None and line.startswith("+"):
+            current.append(line[1:])
+    return {path: _first(lines) for path, lines in found.items()}
 
 
 def _git(tree: Path, *args: str) -> str | None:
-    done = subprocess.run([*_GIT, "-C", str(tree), *args], capture_output=True, text=True, check=False)
-    return done.stdout.strip() if done.returncode == 0 else None
+    done = subprocess.run(
+        [*_GIT, "-C", str(tree), *args], capture_output=True, text=True, encoding="utf-8", errors="replace",
+        check=False, timeout=GIT_TIMEOUT_S,
+    )  # fmt: skip
+    return done.stdout.strip("\n") if done.returncode == 0 else None
 
 
 def _walk_diff(base: Path, head: Path, exclude: Sequence[Path]) -> CodeDiff:
@@ -117,6 +152,11 @@ def _file_change(path: str, old: Path | None, new: Path | None) -> CodeChange:
     before, after = _text(old), _text(new)
     if before is None or after is None:  # binary or large: changed, lines unknown
         return CodeChange(path=path, change=kind)
+    if max(len(before), len(after)) > DIFF_LINES:  # difflib is superlinear: count by multiset, linear
+        gained, lost = Counter(after) - Counter(before), Counter(before) - Counter(after)
+        fresh = [line for line in after if gained[line] > 0]
+        return CodeChange(path=path, change=kind, lines_added=gained.total(), lines_removed=lost.total(),
+                          added=_first(fresh))  # fmt: skip
     added, removed = 0, 0
     new_lines: list[str] = []
     for line in difflib.unified_diff(before, after, n=0, lineterm=""):
