@@ -13,7 +13,9 @@ from typing import Final
 from canary_action.compare.clues import ANY, Case, Clue
 from canary_action.metrics.pair import CodeChange
 
-ONLY_CHANGE_WEIGHT: Final = 0.85  # the pair's sides differ in this code and nothing else recorded
+#: The sides differ in this code and nothing else recorded: the cause, whatever part of the step it slowed (the
+#: measured suspects, the data pipeline or the compute, follow it and say which part).
+ONLY_CHANGE_WEIGHT: Final = 0.95
 AMONG_OTHERS_WEIGHT: Final = 0.5  # a library or config key moved too
 SHOWN_FILES: Final = 3
 NOT_CODE: Final = (".md", ".rst", ".adoc", ".png", ".jpg", ".jpeg", ".gif", ".svg", ".ipynb")
