@@ -477,6 +477,27 @@ def _median_sd(judged: Sequence[Judged], which: int) -> float:
     return statistics.median(j.round_sd[which] for j in judged)
 
 
+def cmd_rediff(args: argparse.Namespace) -> None:
+    """Write each recorded pair's `code` again from its trees (a coordinator's diff that was wrong is replaced,
+    and calibration.json says so)."""
+    from canary_action.train.launch.tree_diff import diff_trees
+
+    rows = [json.loads(line) for line in (args.data / MANIFEST).read_text(encoding="utf-8").splitlines() if line]
+    for row in rows:
+        if row["label"] == "single":
+            continue
+        record_path = args.data / row["pair"] / "pair.json"
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        head = args.data / "trees" / ("base" if row["label"] == "aa" else row["label"])
+        code = diff_trees(args.data / "trees" / "base", head)
+        record["code"] = code.model_dump(mode="json")
+        record_path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    calibration_path = args.data / "calibration.json"
+    calibration = json.loads(calibration_path.read_text(encoding="utf-8"))
+    calibration["code_rediffed"] = args.why
+    calibration_path.write_text(json.dumps(calibration, indent=2), encoding="utf-8")
+
+
 def cmd_replay(args: argparse.Namespace) -> None:
     rows = [json.loads(line) for line in (args.data / MANIFEST).read_text(encoding="utf-8").splitlines() if line]
     calibration = json.loads((args.data / "calibration.json").read_text(encoding="utf-8"))
@@ -502,6 +523,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--ablate", nargs="*", choices=["pin", "malloc"], default=[],
                    help="turn off pinning both sides to one CPU set, or the malloc tuning (to measure)")  # fmt: skip
     p.set_defaults(func=cmd_collect)
+    p = sub.add_parser("rediff", help="write each recorded pair's code diff again from its trees")
+    p.add_argument("data", type=Path)
+    p.add_argument("--why", required=True, help="what was wrong with the recorded diffs (kept in calibration.json)")
+    p.set_defaults(func=cmd_rediff)
     p = sub.add_parser("replay", help="judge the collected pairs, paired and as separate runs; the docs table")
     p.add_argument("data", type=Path)
     p.add_argument("--date", default="2026-11-26")

@@ -122,3 +122,16 @@ def test_a_long_file_is_counted_without_a_line_diff(tmp_path: Path) -> None:
     head = write(tmp_path / "head", {"big.txt": "".join([*lines[5:], "new 1\n", "new 2\n"])})
     [change] = diff_trees(base, head).files
     assert (change.lines_added, change.lines_removed, change.added) == (2, 5, ["new 1", "new 2"])
+
+
+def test_two_folders_inside_one_repository_are_walked_not_diffed_by_git(tmp_path: Path) -> None:
+    """`canary pair --base repo/a --head repo/b`: git would diff the whole enclosing repository (the benchmark's
+    trees under benchmarks/data listed the project's own uncommitted files)."""
+    repo = write(tmp_path / "repo", {"README.md": "a project\n"})
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "project")
+    write(repo, {"README.md": "a project, edited\n", "trees/base/t.py": FACTORY, "trees/head/t.py": SLOWER})
+    diff = diff_trees(repo / "trees" / "base", repo / "trees" / "head")
+    assert diff.method == "walk"
+    assert [c.path for c in diff.files] == ["t.py"]

@@ -5,8 +5,8 @@ side), so when the head side is slower the first place to look is the code the p
 coordinator records it in pair.json before either side starts (nothing the sides write is in it), and the
 comparison names those files, with the first lines each one added, as the likeliest cause.
 
-Two trees of one git repository (the action: the base commit as a worktree of the checkout) are diffed by git
-itself, the base commit against the head's working tree, so untracked output folders are not changes. Other
+Two checkouts of one git repository (the action: the base commit as a worktree of the checkout, each the top of
+its work tree) are diffed by git itself, the base commit against the head's working tree, so untracked output folders are not changes. Other
 folders (`canary pair --base DIR --head DIR`) are walked, leaving out version-control, cache and environment
 folders and the pair's own output folder; a walk reads at most MAX_READ bytes and says when it stopped.
 """
@@ -63,6 +63,8 @@ def _git_diff(base: Path, head: Path) -> CodeDiff | None:
     """git's diff of the base tree's commit against the head's working tree; None unless both are checkouts of
     one repository (the head's object store holds the base commit). Three git calls whatever the size of the
     change: the counts, the kinds, and the lines added by the files shown."""
+    if not (_top_level(base) and _top_level(head)):  # folders inside a repository: git would diff all of it
+        return None
     base_sha = _git(base, "rev-parse", "--verify", "HEAD")
     if not base_sha or _git(head, "cat-file", "-t", base_sha) != "commit":
         return None
@@ -86,6 +88,12 @@ def _git_diff(base: Path, head: Path) -> CodeDiff | None:
     lines = _added_by_file(_git(head, "diff", *_PLAIN, "-U0", base_sha, "--", *shown) or "") if shown else {}
     files = [c.model_copy(update={"added": lines.get(c.path, [])}) for c in diff.files]
     return diff.model_copy(update={"files": files})
+
+
+def _top_level(tree: Path) -> bool:
+    """Whether `tree` is the top of a git work tree (a checkout, or a worktree of one)."""
+    top = _git(tree, "rev-parse", "--show-toplevel")
+    return top is not None and Path(top).resolve() == tree.resolve()
 
 
 def _name_status(output: str) -> dict[str, ChangeKind]:
