@@ -6,9 +6,11 @@ coordinator records it in pair.json before either side starts (nothing the sides
 comparison names those files, with the first lines each one added, as the likeliest cause.
 
 Two checkouts of one git repository (the action: the base commit as a worktree of the checkout, each the top of
-its work tree) are diffed by git itself, the base commit against the head's working tree, so untracked output folders are not changes. Other
-folders (`canary pair --base DIR --head DIR`) are walked, leaving out version-control, cache and environment
-folders and the pair's own output folder; a walk reads at most MAX_READ bytes and says when it stopped.
+its work tree) are diffed by git itself, the base commit against the head's working tree, so untracked output
+folders are not changes. Other folders (`canary pair --base DIR --head DIR`, folders inside a repository) are
+walked, leaving out version-control, cache and environment folders and the pair's own output folder; a walk
+reads at most MAX_READ bytes and says when it stopped. Nothing a tree holds makes either fail: a diff that
+cannot be made is empty, with a note.
 """
 
 from __future__ import annotations

@@ -259,8 +259,7 @@ print(f"this notebook ran for {time.perf_counter() - started:.0f} s")
 #   for the learning checks and for drift over weeks, which a pair cannot see.
 # - A lockstep pair judges it against its base commit, trained in the same job: drift cancels round by round
 #   and its limit is a few percent: the 3 % minimum effect, raised to its own noise. It trains twice the steps of
-#   one run, in one job (docs/lockstep.md
-#   measured 1.27x the wall time of one `canary run` of the tiny DPO canary).
+#   one run, in one job (docs/lockstep.md measured 1.5x the wall time of one `canary run` of a team's canary).
 # - In the action, a pull request is paired with its base commit by default (`baseline: auto`: the pair for speed,
 #   the artifact baselines for the learning history); `baseline: artifacts` opts out.
 #
