@@ -3,6 +3,7 @@ must not read as contradicting the other), and where a failed side's traceback i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -105,3 +106,21 @@ def test_pinning_a_side_pins_every_thread_it_already_has() -> None:
             assert all(os.sched_getaffinity(int(t.name)) == one for t in tasks)
         finally:
             child.kill()
+
+
+def test_a_side_says_where_it_trains_with_its_first_wait(tmp_path: Path) -> None:
+    """Only CPU sides are pinned: a GPU side's host work (launches, the driver's threads) keeps every core."""
+    import io
+    import time
+
+    from canary_action.train.launch.pair import _await
+
+    side = _Side(name="head", tree=tmp_path, config_path=tmp_path / "c.yaml", loaded=None, run_dir=tmp_path)  # type: ignore[arg-type]
+    for line, steps, device in (("wait 0 cuda\n", 0, "cuda"), ("wait 2\n", 2, "cuda")):
+        read, write = os.pipe()
+        os.write(write, line.encode())
+        os.close(write)
+        with io.open(read, "r") as incoming:  # noqa: UP020 - a descriptor, as the coordinator's pipe is
+            side.turns_in = incoming
+            _await(side, time.monotonic() + 5)
+        assert (side.steps, side.device) == (steps, device)

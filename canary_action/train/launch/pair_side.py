@@ -7,7 +7,8 @@ next turn ("go <round>") or ends the pair ("stop"). Whatever ends it, it writes 
 
 The line protocol, over two pipes the coordinator opened (stdout stays the training log's):
 
-    side -> coordinator   "wait <steps completed>"      at step 0 and at each chunk boundary but the last
+    side -> coordinator   "wait 0 <cpu|cuda>"             at step 0: loaded, and on which device it trains
+    side -> coordinator   "wait <steps completed>"      at each chunk boundary but the last
     coordinator -> side   "go <round>" | "stop"
     end of the side's pipe                              the side has ended (finished, stopped, crashed)
 
@@ -22,6 +23,7 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
@@ -59,12 +61,15 @@ class TurnGate:
         self.incoming, self.outgoing = incoming, outgoing
         self.chunk_steps, self.max_steps = chunk_steps, max_steps
         self.round = -1
+        self.device: Callable[[], str] = lambda: "cpu"
+        """The device the side trains on, said with its first wait (the run knows it once it has loaded)."""
 
     def wait(self, completed_steps: int) -> str | None:
         if completed_steps >= self.max_steps or completed_steps % self.chunk_steps:
             return None  # inside a chunk, or the last step: nothing to wait for
         try:
-            self.outgoing.write(f"wait {completed_steps}\n")
+            device = f" {self.device()}" if completed_steps == 0 else ""
+            self.outgoing.write(f"wait {completed_steps}{device}\n")
             self.outgoing.flush()
         except BrokenPipeError:
             return PAIR_ENDED  # the coordinator is gone
@@ -104,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         gate = TurnGate(incoming, outgoing, spec.side.chunk_steps, loaded.config.max_steps)
         # Both sides log to the same stderr: each line says whose it is.
         run = CanaryRun(loaded, spec.run_dir, gate=gate, label=f"{loaded.config.name} {spec.side.side}")
+        gate.device = lambda: run.placement.device.type if run.placement is not None else "cpu"
         reset_stage()
         quiet_libraries()
         run.provisional(spec.run_id, spec.started, pair=spec.side)  # what a SIGKILL leaves
