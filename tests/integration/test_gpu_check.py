@@ -29,5 +29,6 @@ def test_the_gpu_check_runs_every_check_on_the_cpu_path(tmp_path: Path) -> None:
     assert "skipped" in rows["pair GPU-only +20 %"]
     assert "MB gz" in rows["run dpo"], "the profiled run's trace size"
     figures = json.loads((tmp_path / "gpu-check.json").read_text(encoding="utf-8"))
-    assert figures["pair A/A"]["step_time"]["status"] in ("pass", "warn", "fail", "skip")
+    assert figures["pair A/A"]["step_time"]["status"] in ("pass", "warn", "fail")  # judged, whatever the load
+    assert figures["pair A/A"]["step_time"]["interval"]
     assert figures["run dpo"]["trace_json_mb"] > figures["run dpo"]["trace_mb"] > 0
