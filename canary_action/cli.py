@@ -193,7 +193,7 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
     metavar="FIELD",
     help="A workload field that may differ without making checks not-comparable (repeatable), e.g. max_length.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (result_schema_version 2).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (result_schema_version 3).")
 @click.option(
     "--format",
     "kind",

@@ -193,7 +193,7 @@ def _check_version(path: Path, data: dict[str, Any]) -> None:
     newer = type(version) is int and version > SCHEMA_VERSION
     found = clip_text(json.dumps(version, ensure_ascii=False), 60)
     raise MetricsFileError(
-        f"{path} has schema_version {found}; this canary reads versions {_listed(READ_VERSIONS)}",
+        f"{path} has schema_version {found}; this canary reads versions {listed(READ_VERSIONS)}",
         fix="upgrade rlhf-canary: a newer release wrote this file" if newer else _RERUN,
     )
 
@@ -225,7 +225,7 @@ def clip_text(text: str, limit: int) -> str:
     return escaped if len(escaped) <= limit else escaped[: limit - 1] + "…"
 
 
-def _listed(versions: tuple[int, ...]) -> str:
+def listed(versions: tuple[int, ...]) -> str:
     """(1, 2, 3) -> '1, 2 and 3'."""
     *first, last = map(str, versions)
     return f"{', '.join(first)} and {last}" if first else last

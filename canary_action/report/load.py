@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from canary_action.compare.result import READ_RESULT_VERSIONS, CompareResult
 from canary_action.errors import MetricsFileError, ResultFileError
-from canary_action.metrics.io import clip_text, load_json, validation_summary
+from canary_action.metrics.io import clip_text, listed, load_json, validation_summary
 
 _REMAKE = "write it again with `canary compare CURRENT BASELINE... --json -o result.json`"
 
@@ -25,7 +25,7 @@ def read_result(path: Path) -> CompareResult:
     if type(version) is not int or version not in READ_RESULT_VERSIONS:
         raise ResultFileError(
             f"{path} has result_schema_version {clip_text(repr(version), 40)}; this canary reads "
-            f"{' and '.join(map(str, READ_RESULT_VERSIONS))}",
+            f"{listed(READ_RESULT_VERSIONS)}",
             fix=f"use the rlhf-canary release that wrote it, or {_REMAKE}",
         )
     try:

@@ -300,7 +300,7 @@ def test_schema_prints_json_schemas() -> None:
     assert "schema_version" in metrics["properties"]
     result = json.loads(canary("schema", "--result").stdout)
     assert "result_schema_version" in result["properties"]
-    assert result["$id"] == "urn:rlhf-canary:compare-result:v2"
+    assert result["$id"] == "urn:rlhf-canary:compare-result:v3"
     config = json.loads(canary("schema", "--config").stdout)
     assert "oneOf" in json.dumps(config) or "anyOf" in json.dumps(config)
 

@@ -53,7 +53,7 @@ def test_a_slowdown_exits_1_and_names_the_check(tmp_path: Path, baselines: Path)
     result = canary("compare", save(tmp_path / "cur.json", 1, step_time_s=0.14), baselines, "--json")
     assert result.returncode == 1, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["result_schema_version"] == 2
+    assert doc["result_schema_version"] == 3
     assert doc["verdict"] == "regression"
     assert doc["checks"][0]["name"] == "step_time"
     assert doc["checks"][0]["status"] == "fail"
@@ -177,7 +177,7 @@ BAD_BASELINES = Path(__file__).parents[1] / "fixtures" / "baselines"
     ("fixture", "expected"),
     [
         ("corrupt.json", "is not valid JSON"),
-        ("wrong_version.json", "has schema_version 3"),
+        ("wrong_version.json", "has schema_version 99"),
         ("not_object.json", "expected a JSON object"),
         ("other_config.json", "is from config 'dpo-smoke'"),
         ("legacy_bad.json", "perf.step_time"),
