@@ -142,6 +142,8 @@ CONFIG_RULES: Final[dict[str, Effect]] = {
     "fault_injection.slow_data_s_per_step": Effect(0.3, PERF, "a planted slow data pipeline (fault injection)"),
     "fault_injection.nan_loss_at_step": Effect(
         0.9, TRAINING, "a planted NaN loss (fault injection)", numerics=0.9),
+    "fault_injection.grad_spike_at_steps": Effect(
+        0.3, TRAINING, "planted gradient spikes (fault injection)", numerics=0.9),
     "fault_injection.crash_at_step": Effect(0.9, frozenset({"run_status"}), "a planted crash (fault injection)"),
     # Weaker than the communication suspect's measured straggler, which names the mechanism (rank_clues.py).
     "fault_injection.slow_rank": Effect(0.3, PERF | FIRST | DIST, "a planted straggler on one rank (fault injection)"),

@@ -76,6 +76,19 @@ class FaultInjection(StrictModel):
     crash_at_step: Count | None = Field(
         None, ge=1, le=MAX_STEPS, description=f"Raise an exception during this optimizer step (at most {MAX_STEPS:,})."
     )
+    grad_spike_at_steps: list[Annotated[Count, Field(ge=1, le=MAX_STEPS)]] = Field(
+        default_factory=list,
+        max_length=100,
+        description=f"Multiply the loss, and so every gradient, by grad_spike_factor at these optimizer steps (at "
+        f"most 100 steps, each at most {MAX_STEPS:,}): planted grad-norm spikes, on any machine (grad_norm_spikes "
+        "warns; the update is clipped as max_grad_norm says).",
+    )
+    grad_spike_factor: Number = Field(
+        20.0,
+        gt=1,
+        le=1_000_000,
+        description="The factor of the planted gradient spikes (more than 1, at most 1,000,000).",
+    )
     sleep_s_per_step: Number = Field(
         0.0,
         ge=0,

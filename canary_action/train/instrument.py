@@ -195,12 +195,20 @@ def _device_of(result: Any) -> torch.device:
 
 
 def _inject(result: Any, step: int, faults: FaultInjection) -> Any:
-    """Apply the planted crash or NaN of `step` (the optimizer step in progress) to the loss."""
+    """Apply the planted crash, NaN or gradient spike of `step` (the optimizer step in progress) to the loss."""
     if faults.crash_at_step == step:
         raise PlantedCrashError(f"fault_injection.crash_at_step: planted crash at step {step}")
-    if faults.nan_loss_at_step != step:
-        return result
-    # NaN through the graph, so the backward pass produces NaN gradients as a real numerics bug would.
+    if faults.nan_loss_at_step == step:
+        # NaN through the graph, so the backward pass produces NaN gradients as a real numerics bug would.
+        return _scaled(result, float("nan"))
+    if step in faults.grad_spike_at_steps:
+        # The loss scaled, so every gradient is: the pre-clip norm jumps by the factor on any machine, whatever
+        # its numerics (a learning rate pushed up spiked on one CPU and not on another).
+        return _scaled(result, faults.grad_spike_factor)
+    return result
+
+
+def _scaled(result: Any, factor: float) -> Any:
     if isinstance(result, tuple):
-        return (result[0] * torch.tensor(float("nan"), device=result[0].device), *result[1:])
-    return result * torch.tensor(float("nan"), device=result.device)
+        return (result[0] * torch.tensor(factor, device=result[0].device), *result[1:])
+    return result * torch.tensor(factor, device=result.device)

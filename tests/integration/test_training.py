@@ -127,6 +127,19 @@ def test_planted_nan_stops_the_run_at_that_step(name: str, tmp_path: Path) -> No
     assert metrics.stability.num_nan_steps == 1
 
 
+def test_planted_gradient_spikes_show_at_their_steps_on_any_machine(tmp_path: Path) -> None:
+    """The loss scaled 20-fold at the planted steps: the pre-clip grad norm jumps there whatever the CPU's
+    numerics (a raised learning rate spiked on one CPU build and not on another), and the run trains on."""
+    overrides = ("max_steps=30", "fault_injection.grad_spike_at_steps=[15, 25]")
+    metrics = read_metrics(run_canary(tiny("sft", *overrides), tmp_path).metrics_path)
+    assert [s.step for s in metrics.stability.grad_norm_spikes] == [15, 25]
+    norms = metrics.series[m.GRAD_NORM]
+    assert norms[14] is not None
+    assert norms[13] is not None
+    assert norms[14] > 10 * norms[13]
+    assert metrics.status.state == "completed"
+
+
 def test_nan_is_recorded_but_not_fatal_when_stopping_is_off(tmp_path: Path) -> None:
     overrides = ("max_steps=5", "fault_injection.nan_loss_at_step=2", "stop_on_non_finite=false")
     metrics = run_canary(tiny("sft", *overrides), tmp_path).metrics

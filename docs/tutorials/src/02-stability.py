@@ -144,16 +144,21 @@ assert any("learning_rate" in s.summary for s in diverged_result.suspects), dive
 # %% [markdown]
 # ## 3. Grad-norm spikes
 #
-# A learning rate 50 times the config's (0.05) trains — the loss even ends lower — but the gradient norm jumps
-# now and then to several times its recent level. A spike is a step whose pre-clip grad norm exceeds 3x the
-# median of the 10 before it, and that median by 6 robust sigmas. `grad_norm_spikes` is a warning, not a
-# failure: it is judged against the baselines' count plus an allowance (`grad_norm_spikes_allowed`, 2 by
-# default). This run's count depends on the exact numerics (a few on this CPU build), so we judge it as a team
-# that wants to hear of every spike would: a threshold file with an allowance of 0
-# (`canary compare --threshold-file`; the file takes the keys of docs/compare.md's thresholds table).
+# Gradient spikes are planted here so that they show on any machine: `fault_injection.grad_spike_at_steps`
+# multiplies the loss, and so every gradient, by 20 (`grad_spike_factor`) at steps 15, 25 and 35. (An earlier
+# version of this notebook raised the learning rate to 0.05 instead: that spiked on one CPU build and not on
+# another, a fault planted so that it could miss.) The update is clipped (`max_grad_norm`), so the run trains on.
+# A spike is a step whose pre-clip grad norm exceeds 3x the median of the 10 before it, and that median by 6
+# robust sigmas. `grad_norm_spikes` is a warning, not a failure: it is judged against the baselines' count plus
+# an allowance (`grad_norm_spikes_allowed`, 2 by default). We judge it as a team that wants to hear of every
+# spike would: a threshold file with an allowance of 0 (`canary compare --threshold-file`; the file takes the
+# keys of docs/compare.md's thresholds table).
 
 # %%
-spiky = api.run(CONFIG, output_dir=WORK / "spiky", overrides=[*STEPS, "learning_rate=0.05"])
+SPIKES = [15, 25, 35]
+spiky = api.run(
+    CONFIG, output_dir=WORK / "spiky", overrides=[*STEPS, f"fault_injection.grad_spike_at_steps={SPIKES}"]
+)
 spikes = spiky.metrics.stability.grad_norm_spikes
 print("spikes:", [(s.step, round(s.value, 2), round(s.reference, 2)) for s in spikes])
 thresholds = WORK / "thresholds.yaml"
@@ -165,6 +170,7 @@ show(spiky_result, "grad_norm_spikes", "loss_divergence", "loss_curve", "tail_lo
 # Checked when this notebook runs in CI: spikes are found and warned about; nothing fails.
 baseline_spikes = max(len(b.metrics.stability.grad_norm_spikes) for b in baselines)
 assert len(spikes) > baseline_spikes, (spikes, baseline_spikes)
+assert {s.step for s in spikes} >= set(SPIKES), spikes  # each planted step is found
 assert check(spiky_result, "grad_norm_spikes").status == "warn"
 assert check(spiky_result, "loss_divergence").status == "pass"
 assert spiky_result.verdict == "pass", spiky_result.reason  # warnings are listed in the reason
@@ -175,7 +181,8 @@ assert spiky_result.suspects[0].category == "numerics", spiky_result.suspects
 #
 # Loss (log scale) and pre-clip grad norm per step. The NaN run's loss ends at step 10 (its last value is NaN,
 # stored as null); the diverged run's loss climbs two orders of magnitude while its gradient norm grows with it;
-# the spiky run's loss stays near the baseline's while its gradient norm jumps at the marked steps.
+# the spiky run's loss and gradient norm jump twenty-fold at the three planted steps (the loss itself was scaled there),
+# and between them it trains like the baseline.
 
 # %%
 STEP, LOSS, GRAD_NORM = "step", "train/loss", "train/grad_norm"
@@ -183,7 +190,7 @@ runs = {
     "baseline": baselines[0].metrics,
     "NaN at step 10": nan_run.metrics,
     "learning rate 3.0": diverged.metrics,
-    "learning rate 0.05": spiky.metrics,
+    "spikes planted at 15, 25, 35": spiky.metrics,
 }
 fig, axes = plt.subplots(1, 2, figsize=(12, 4))
 for ax, name, label in [(axes[0], LOSS, "loss"), (axes[1], GRAD_NORM, "grad norm (pre-clip)")]:
