@@ -156,9 +156,7 @@ assert any("learning_rate" in s.summary for s in diverged_result.suspects), dive
 
 # %%
 SPIKES = [15, 25, 35]
-spiky = api.run(
-    CONFIG, output_dir=WORK / "spiky", overrides=[*STEPS, f"fault_injection.grad_spike_at_steps={SPIKES}"]
-)
+spiky = api.run(CONFIG, output_dir=WORK / "spiky", overrides=[*STEPS, f"fault_injection.grad_spike_at_steps={SPIKES}"])
 spikes = spiky.metrics.stability.grad_norm_spikes
 print("spikes:", [(s.step, round(s.value, 2), round(s.reference, 2)) for s in spikes])
 thresholds = WORK / "thresholds.yaml"
