@@ -62,18 +62,25 @@ def test_no_git_repository_says_to_check_out(tmp_path: Path) -> None:
     assert "actions/checkout" in caught.value.fix
 
 
-def test_a_merge_checkout_pairs_with_its_first_parent(origin: tuple[Path, str, str], tmp_path: Path) -> None:
-    """pull_request checks out GitHub's merge commit: the base branch may have moved since the event's base.sha,
-    so the pair's base is the merge's first parent (the base branch the merge was made on)."""
-    repo, old_base, _ = origin
+def merge_pull_request(repo: Path, old_base: str) -> tuple[str, str]:
+    """A pull request branched at `old_base`, main moved on since (its "head" commit), and GitHub's test merge of
+    the two checked out: (the pull request's head, main's commit the merge was made on)."""
     git(repo, "checkout", "-q", "-b", "feature", old_base)
     (repo / "feature.txt").write_text("pr\n")
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "pr")
     pr_head = git(repo, "rev-parse", "HEAD")
-    git(repo, "checkout", "-q", "main")  # main moved on ("head" commit) after the PR branched
+    git(repo, "checkout", "-q", "main")
     moved_base = git(repo, "rev-parse", "HEAD")
     git(repo, "merge", "-q", "--no-ff", "-m", "merge", "feature")
+    return pr_head, moved_base
+
+
+def test_a_merge_checkout_pairs_with_its_first_parent(origin: tuple[Path, str, str], tmp_path: Path) -> None:
+    """pull_request checks out GitHub's merge commit: the base branch may have moved since the event's base.sha,
+    so the pair's base is the merge's first parent (the base branch the merge was made on)."""
+    repo, old_base, _ = origin
+    pr_head, moved_base = merge_pull_request(repo, old_base)
     assert lockstep_base(repo, old_base, pr_head) == moved_base
     git(repo, "checkout", "-q", "feature")  # the PR's head itself checked out: where it branched
     assert lockstep_base(repo, old_base, pr_head) == old_base
@@ -87,14 +94,7 @@ def test_a_shallow_merge_checkout_still_knows_its_parents(origin: tuple[Path, st
     from canary_action.github.training import measured_commit
 
     repo, old_base, _ = origin
-    git(repo, "checkout", "-q", "-b", "feature", old_base)
-    (repo / "feature.txt").write_text("pr\n")
-    git(repo, "add", ".")
-    git(repo, "commit", "-q", "-m", "pr")
-    pr_head = git(repo, "rev-parse", "HEAD")
-    git(repo, "checkout", "-q", "main")
-    moved_base = git(repo, "rev-parse", "HEAD")
-    git(repo, "merge", "-q", "--no-ff", "-m", "merge", "feature")
+    pr_head, moved_base = merge_pull_request(repo, old_base)
     merge = git(repo, "rev-parse", "HEAD")
     shallow = tmp_path / "shallow"
     git(tmp_path, "clone", "-q", "--depth=1", f"file://{repo}", str(shallow))
