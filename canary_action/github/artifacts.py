@@ -16,6 +16,7 @@ import lzma
 import os
 import shutil
 import stat
+import struct
 import zipfile
 import zlib
 from pathlib import Path, PurePosixPath
@@ -36,7 +37,11 @@ _CHUNK: Final = 2**20
 _FIX: Final = "the artifact is not one the canary wrote: check which job uploaded it; it was not used"
 #: What reading an entry raises on bad data (bz2's decompressor raises OSError). The zip is a download held in
 #: memory (or a local copy of one): a failure to read it is the artifact's.
-_INFLATE_ERRORS: Final = (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError, OSError)
+_INFLATE_ERRORS: Final = (
+    zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError, OSError, ValueError,
+    UnicodeDecodeError, struct.error,
+)  # fmt: skip
+_DIRECTORY_ERRORS: Final = (*_INFLATE_ERRORS, OverflowError)
 
 
 def extract_artifact(
@@ -53,14 +58,24 @@ def extract_artifact(
         raise ValueError(f"{dest} is not empty")
     try:
         _check_declared_entries(archive, max_files)
-        with zipfile.ZipFile(archive) as zf:
+        with _read_directory(archive) as zf:
             return _extract(zf, dest, max_files, max_file_bytes, max_total_bytes)
-    except zipfile.BadZipFile as e:
-        _clear(dest)
-        raise BaselineError(f"the artifact is not a valid zip: {e}", fix=_FIX) from e
     except BaseException:
         _clear(dest)
         raise
+
+
+def _read_directory(archive: Path | IO[bytes]) -> zipfile.ZipFile:
+    """The zip's central directory read, or BaselineError: zipfile raises more than BadZipFile on a hostile one
+    (NotImplementedError for a version it lacks, UnicodeDecodeError for a name flagged UTF-8 that is not,
+    ValueError or struct.error for a shifted directory), and every one of them is the artifact's, never a bug to
+    end report mode with before it publishes its failed check."""
+    try:
+        return zipfile.ZipFile(archive)
+    except _DIRECTORY_ERRORS as e:
+        raise BaselineError(
+            f"the artifact is not a zip the canary can read ({type(e).__name__}: {clip_text(str(e), 120)})", fix=_FIX
+        ) from e
 
 
 def _check_declared_entries(archive: Path | IO[bytes], max_files: int) -> None:
@@ -84,7 +99,8 @@ def _check_declared_entries(archive: Path | IO[bytes], max_files: int) -> None:
 
 
 def _extract(zf: zipfile.ZipFile, dest: Path, max_files: int, max_file_bytes: int, max_total_bytes: int) -> list[Path]:
-    entries = [info for info in zf.infolist() if not info.is_dir()]
+    # Not ZipInfo.is_dir(): it indexes the name's last character, and a hostile entry's name may be empty.
+    entries = [info for info in zf.infolist() if not info.filename.endswith("/")]
     if len(entries) > max_files:
         raise BaselineError(f"the artifact holds {len(entries)} files, more than {max_files}", fix=_FIX)
     written: list[Path] = []

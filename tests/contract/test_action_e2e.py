@@ -765,3 +765,37 @@ def test_a_deeply_nested_event_payload_is_exit_2(runner: Runner, fake_github: Fa
     assert done.code == 2, done.log
     assert "nested too deeply" in done.log
     assert fake_github.requests == []
+
+
+def _hostile_zip(kind: str) -> bytes:
+    """A canary artifact a pull request bent so that zipfile raises more than BadZipFile reading it."""
+    raw = bytearray(make_zip({"pr-1/metrics.json": b"{}"}))
+    central = raw.index(b"PK\x01\x02")
+    if kind == "extract version 6.4":  # NotImplementedError
+        raw[central + 6 : central + 8] = (64).to_bytes(2, "little")
+    elif kind == "UTF-8 flag on bytes that are not":  # UnicodeDecodeError
+        raw[central + 8 : central + 10] = (int.from_bytes(raw[central + 8 : central + 10], "little") | 0x800).to_bytes(
+            2, "little"
+        )
+        raw[central + 46] = 0xFF
+    else:  # a shifted central directory: ValueError (a negative seek)
+        end = raw.rindex(b"PK\x05\x06")
+        raw[end + 16 : end + 20] = (len(raw) * 4).to_bytes(4, "little")
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("kind", ["extract version 6.4", "UTF-8 flag on bytes that are not", "shifted directory"])
+def test_report_mode_refuses_a_hostile_zip_and_still_publishes_the_failed_check(
+    kind: str, runner: Runner, fake_github: FakeGitHub
+) -> None:
+    """Each of these ended report mode as an unexpected error (exit 3) with no check run: the pull request's
+    report vanished. Now each is an artifact refused: exit 2 and the failed check."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo="octo-fork/Hello-World")
+    fork = "octo-fork/Hello-World"
+    run_id = fake_github.add_workflow_run(event="pull_request", branch="changes", head_sha=PR_HEAD, head_repo=fork)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=_hostile_zip(kind))
+    done = runner.run("workflow_run", _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork"),
+                      measured_workflow="canary.yml")  # fmt: skip
+    assert done.code == 2, done.log[-3000:]
+    assert_only_a_failed_check(fake_github)
+    assert "artifact refused" in done.log
