@@ -9,7 +9,8 @@ mode measure (the job that runs pull request code):
   runner's variables, see training.py), writing metrics.json — also when the run crashes or is killed; 3. write
   the job summary and the outputs for the upload step. No token is read, no request is made.
 
-mode run (trusted code only, e.g. the nightly on the default branch; every event but workflow_run under auto):
+mode run (trusted code only, e.g. the nightly on the default branch; under auto every event but workflow_run and
+pull_request_target, which is measure there: its job holds a write token):
   1. read the config; on a pull request (or workflow_dispatch with pr-number) start a new check run on the
      commit that was checked out, so the PR shows the canary running;
   2. train, as in measure;
@@ -38,14 +39,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from canary_action.errors import CanaryError
+from canary_action.errors import CanaryError, UsageError
 from canary_action.github.client import GitHubClient
 from canary_action.github.commands import Log, write_outputs
 from canary_action.github.context import event_context
 from canary_action.github.inputs import read_inputs, read_runner
 from canary_action.github.run_mode import Trainer, run_mode
 from canary_action.github.step import Step
-from canary_action.github.training import ChildTrainer
+from canary_action.github.training import ChildTrainer, measured_commit
 
 
 def main(
@@ -73,7 +74,7 @@ def main(
         runner = read_runner(env)
         client = GitHubClient(runner.api_url, token, sleep=sleep)
         step = Step(inputs, runner, event_context(runner, inputs), client, log)
-        mode = inputs.mode if inputs.mode != "auto" else ("report" if runner.event_name == "workflow_run" else "run")
+        mode = _mode(step)
         if mode == "report":
             from canary_action.github.report_mode import report_mode
 
@@ -101,6 +102,37 @@ def main(
         if step is not None:
             write_outputs(step.runner.output_path, step.outputs)
             _hand_back(step.out_dir, step.runner.workspace)
+
+
+def _mode(step: Step) -> str:
+    """The mode to run in. auto: report on workflow_run; measure on pull_request_target, whose job holds a write
+    token while a workflow may have checked out the pull request's code; run otherwise. An explicit run on
+    pull_request_target is refused unless the checkout is the event's own commit (the base branch, trusted)."""
+    inputs, runner = step.inputs, step.runner
+    event = runner.event_name
+    if inputs.mode == "auto":
+        if event == "workflow_run":
+            return "report"
+        if event == "pull_request_target":
+            step.log.annotate(
+                "notice",
+                "mode auto on pull_request_target is measure: this event's job holds a write token, and the pull "
+                "request's code must not run beside it; publish from a report job (docs/examples/pr-canary.yml)",
+                title="rlhf-canary: mode measure",
+            )
+            return "measure"
+        return "run"
+    if inputs.mode == "run" and event == "pull_request_target":
+        checked_out = measured_commit(runner.workspace, merge_sha=None)
+        if checked_out is None or checked_out != runner.sha:
+            raise UsageError(
+                f"mode run on pull_request_target with {checked_out or 'no git checkout'} checked out, not the "
+                f"event's commit {runner.sha}: the pull request's code would train in the job that holds the write "
+                "token",
+                fix="use mode measure in a job without the token and publish from a report job "
+                "(docs/examples/pr-canary.yml), or check out the default (the base branch) in this job",
+            )
+    return inputs.mode
 
 
 def _interrupt(signum: int, frame: object) -> None:

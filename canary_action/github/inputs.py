@@ -54,8 +54,9 @@ class ActionInputs(BaseModel):
         "auto",
         description="measure: train and write the results for upload, using no token (the job that runs pull "
         "request code); report: compare a measured run's uploaded results and publish them (a separate job with "
-        "the write token); run: train, compare and publish in one job (trusted code only); auto: report on "
-        "workflow_run events, run otherwise.",
+        "the write token); run: train, compare and publish in one job (trusted code only; on pull_request_target "
+        "only with the event's commit checked out); auto: report on workflow_run, measure on pull_request_target, "
+        "run otherwise.",
     )
     github_token: SecretStr | None = Field(
         None,

@@ -258,7 +258,7 @@ def _run_target(step: Step) -> Target | None:
     stands for the pull request's head, its second parent), never whatever the head is at publish time. None
     (said) when nothing may be published: a fork's read-only token, no pull request, or a head that moved on."""
     ctx, log, inputs = step.ctx, step.log, step.inputs
-    if ctx.is_fork:
+    if ctx.is_fork and ctx.event == "pull_request":
         log.annotate(
             "notice",
             "pull request from a fork: the token is read-only, so this job measures and writes its results for "

@@ -422,3 +422,29 @@ def test_a_pull_request_cannot_loosen_the_limits_it_is_judged_by(runner: Runner,
     assert done.code == 1, done.log
     assert done.result().verdict == "regression"
     assert any("thresholds block is not used" in n for n in done.result().notes)
+
+
+# -- mode auto on pull_request_target ------------------------------------------------------------------------------
+
+
+def test_auto_on_pull_request_target_measures_and_makes_no_request(runner: Runner, fake_github: FakeGitHub) -> None:
+    """pull_request_target's job holds a write token while a workflow may have checked out the pull request's
+    code: auto ran mode run there (training beside the token, and publishing). It measures now, and says so."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    done = runner.run("pull_request_target", _pull_request_target(runner))
+    assert done.code == 0, done.log
+    assert fake_github.requests == []
+    assert "mode auto on pull_request_target is measure" in done.log
+    assert "token is read-only" not in done.log  # under this event it is not
+    assert (runner.workspace / done.outputs["metrics-path"]).is_file()
+
+
+def test_mode_run_on_pull_request_target_refuses_a_checkout_that_is_not_the_events_commit(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    """The workspace here is no checkout of the event's commit (the base branch): it may be the pull request's."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    done = runner.run("pull_request_target", _pull_request_target(runner), mode="run")
+    assert done.code == 2, done.log
+    assert "mode run on pull_request_target with no git checkout checked out" in done.log
+    assert [r for r in fake_github.requests if r.method != "GET"] == []
