@@ -57,6 +57,7 @@ class MeasuredRun:
     head_sha: str | None
     head_repository: str | None
     same_run: bool
+    head_branch: str | None = None
 
 
 def report_mode(step: Step) -> int:
@@ -142,6 +143,7 @@ def _measured_run(step: Step) -> MeasuredRun | None:
         head_sha=_str(body.get("head_sha")),
         head_repository=_str(head_repo.get("full_name")) if head_repo else None,
         same_run=same_run,
+        head_branch=_str(body.get("head_branch")),
     )
     if not same_run:
         expected = inputs.measured_workflow
@@ -169,7 +171,7 @@ def _verified_target(step: Step, run: MeasuredRun) -> Target | None:
             f"run {run.id} measured {run.head_sha}, not head-sha {sha}",
             fix="pass the head-sha of the run being reported, or leave it empty for a workflow_run",
         )
-    numbers = [step.ctx.pr_number] if step.ctx.pr_number else _open_pulls_of(step, sha)
+    numbers = [step.ctx.pr_number] if step.ctx.pr_number else _open_pulls_of(step, sha, run)
     if len(numbers) != 1:
         what = "no open pull request" if not numbers else f"{len(numbers)} open pull requests"
         log.annotate(
@@ -219,12 +221,34 @@ def _publish_unmeasured(step: Step, target: Target, name: str, run: MeasuredRun,
         step.degrade(e, "write the check run")
 
 
-def _open_pulls_of(step: Step, sha: str) -> list[int]:
+def _open_pulls_of(step: Step, sha: str, run: MeasuredRun) -> list[int]:
+    """The open pull requests whose head is `sha`. GitHub lists a commit's pull requests only for commits in this
+    repository: a fork's commit gets [] there (and a workflow_run of a fork's pull request lists none either),
+    so a fork's are looked up by the measured run's head repository and branch (`head=owner:branch`), keeping
+    those whose head is exactly that commit in exactly that repository."""
     repo = step.runner.repository
     pulls = step.client.paginate(f"/repos/{repo}/commits/{sha}/pulls", "", limit=100)
+    numbers = _open_numbers(pulls)
+    if numbers or not (run.head_repository and run.head_branch) or run.head_repository.lower() == repo.lower():
+        return numbers
+    owner = run.head_repository.split("/", 1)[0]
+    listed = step.client.paginate(
+        f"/repos/{repo}/pulls", "", params={"state": "open", "head": f"{owner}:{run.head_branch}"}, limit=100
+    )
+    return _open_numbers([p for p in listed if isinstance(p, dict) and _head_is(p, sha, run.head_repository)])
+
+
+def _open_numbers(pulls: list[Any]) -> list[int]:
     return sorted(
         {int(p["number"]) for p in pulls if isinstance(p, dict) and p.get("state") == "open" and "number" in p}
     )
+
+
+def _head_is(pull: dict[str, Any], sha: str, repository: str) -> bool:
+    head = pull.get("head")
+    if not isinstance(head, dict) or not isinstance(head.get("repo"), dict):
+        return False
+    return bool(head.get("sha") == sha and head["repo"].get("full_name") == repository)
 
 
 def _download_measurement(step: Step, run: MeasuredRun, artifact: str) -> Path:

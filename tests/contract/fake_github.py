@@ -531,7 +531,13 @@ class FakeGitHub:
         return _Reply(200, gh.authenticated_user(self.api_url, self.token_user))
 
     def _pulls_of_commit(self, call: _Call) -> _Reply:
-        found = [self._with_counts(p) for p in self.pulls.values() if p["head"]["sha"] == call.params["commit_sha"]]
+        # As GitHub answers: a commit that exists only in a fork has no pull requests here ([]); several public
+        # projects learnt it from their fork pull requests (issue 25).
+        found = [
+            self._with_counts(p)
+            for p in self.pulls.values()
+            if p["head"]["sha"] == call.params["commit_sha"] and not p["head"]["repo"]["fork"]
+        ]
         page, headers = self._paginate(found, call)
         return _Reply(200, page, headers)
 

@@ -529,9 +529,27 @@ def test_the_fork_safe_pair_publishes_from_workflow_run(runner: Runner, fake_git
     [comment] = fake_github.comments[2]
     assert comment["body"].startswith(MARKER)
     assert f"https://github.com/{REPO}/actions/runs/{run_id}" in comment["body"]
-    # the pull request was found by its head commit and confirmed by the API
+    # A fork's commit has no pull requests in GitHub's commit lookup (the fake answers as GitHub does: []): the
+    # pull request was found by the run's head repository and branch, then confirmed by the API.
     assert any(r.path.endswith(f"/commits/{PR_HEAD}/pulls") for r in fake_github.requests)
+    [lookup] = [r for r in fake_github.requests if r.path == f"/repos/{REPO}/pulls"]
+    assert lookup.query["head"] == "octo-fork:changes"
     assert done.outputs["verdict"] == "pass"
+
+
+def test_a_fork_lookup_takes_only_the_exact_head_commit_and_repository(runner: Runner, fake_github: FakeGitHub) -> None:
+    """Another fork's pull request from a branch of the same name, and this fork's pull request at another commit,
+    are not the measured one: nothing is published rather than the wrong pull request."""
+    fake_github.add_pull(number=2, head_sha="c" * 40, head_repo="octo-fork/Hello-World")  # moved on since
+    fake_github.add_pull(number=3, head_sha=PR_HEAD, head_repo="other-fork/Hello-World")  # same branch name
+    run_id = fake_github.add_workflow_run(
+        event="pull_request", branch="changes", head_sha=PR_HEAD, head_repo="octo-fork/Hello-World"
+    )
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+    done = runner.run("workflow_run", payload, ref="refs/heads/master", measured_workflow="canary.yml")
+    assert done.code == 0, done.log
+    assert "no open pull request has head commit" in done.log
+    assert writes(fake_github) == []
 
 
 def test_report_mode_ignores_runs_not_for_a_pull_request(runner: Runner, fake_github: FakeGitHub) -> None:
