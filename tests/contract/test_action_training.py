@@ -291,6 +291,26 @@ def test_pull_request_code_finds_no_token_anywhere(fake_github: FakeGitHub, tmp_
     assert len(fake_github.check_runs) == 1  # the parent did hold the token, and published with it
 
 
+def test_a_setup_command_and_a_shadowing_venv_module_find_no_token_either(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    """The setup input on: its environment is made before any of the pull request's code runs (a top-level venv.py
+    in the checkout ran with the token when `python -m venv` started there), and the command itself, the pull
+    request's code, hunts in a scrubbed environment."""
+    runner = Runner(fake_github, tmp_path)
+    sft = yaml.safe_load((ROOT / "configs" / "tiny" / "sft.yaml").read_text())
+    secrets = _hunting_workspace(runner, {**sft, "max_steps": 4})
+    (runner.workspace / "venv.py").write_text(SHADOW)
+    (runner.workspace / "sysconfig.py").write_text(SHADOW)
+    setup = {"INPUT_SETUP": "python -c 'exec(open(\"hunt.py\").read()); hunt(\"setup\")'"}
+
+    code, log, _ = run_entrypoint(runner, "push", "push.json", "refs/heads/master", {**secrets, **setup})
+
+    assert code == 0, log[-4000:]
+    assert (runner.workspace / "hunt-setup.txt").read_text() == "[]"
+    assert not (runner.workspace / "shadow-ran.txt").exists()
+
+
 def test_a_reward_function_finds_no_token_either(fake_github: FakeGitHub, tmp_path: Path) -> None:
     runner = Runner(fake_github, tmp_path)
     grpo = yaml.safe_load((ROOT / "configs" / "tiny" / "grpo.yaml").read_text())

@@ -125,3 +125,21 @@ def test_a_slowdown_with_a_setup_package_bump_names_the_package() -> None:
     dependency = next(s for s in result.suspects if s.category == "dependency")
     assert "fakepkg 1.0 → 2.0, installed by the setup command" in dependency.summary
     assert dependency.next_steps[0].startswith("pin fakepkg==1.0")
+
+
+def test_making_the_setup_environment_runs_nothing_of_the_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python -m venv` and the sysconfig probe ran from the action's working directory, the pull request's
+    checkout, with the action's environment: a top-level venv.py there ran with the token (issue 25)."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("venv", "sysconfig"):
+        (tree / f"{name}.py").write_text(
+            f"import os, pathlib\npathlib.Path({str(tmp_path)!r}, '{name}-ran').write_text(repr(sorted(os.environ)))\n"
+        )
+    monkeypatch.chdir(tree)  # where the action runs: the workspace
+    monkeypatch.setenv("INPUT_GITHUB-TOKEN", "ghs_secret")
+    python, env = prepare_setup("true", tree, tmp_path / "setup" / "env", scrubbed(os.environ))
+    assert python.is_file()
+    assert not (tmp_path / "venv-ran").exists()
+    assert not (tmp_path / "sysconfig-ran").exists()
+    assert "INPUT_GITHUB-TOKEN" not in env

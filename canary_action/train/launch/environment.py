@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from canary_action.errors import ConfigError
+from canary_action.errors import ConfigError, TrainingError
 
 #: Variables a child never gets: the action's inputs (the token is one), the runner's credentials, and the
 #: runner's command files (a child writing GITHUB_ENV or GITHUB_PATH would change the job's later steps).
@@ -141,14 +141,14 @@ def prepare_setup(command: str, tree: Path, prefix: Path, env: Mapping[str, str]
 
     Raises ConfigError (exit 2) when the command fails, with the end of its output.
     """
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True, capture_output=True)
+    # Made before any of the tree's code runs, and so that none of it can: isolated interpreters (-I: no working
+    # directory or PYTHON* variable on the import path, where a tree's `venv.py` or `sysconfig.py` would shadow the
+    # standard library's) started outside the tree, with the child's scrubbed environment, unprivileged.
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    _environment_step([sys.executable, "-I", "-m", "venv", "--without-pip", str(prefix)], prefix.parent, env)
     python = prefix / "bin" / "python"
-    own = Path(
-        subprocess.run(
-            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True, capture_output=True, text=True,
-        ).stdout.strip()
-    )  # fmt: skip
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    own = Path(_environment_step([str(python), "-I", "-c", purelib], prefix.parent, env).strip())
     image = [p for p in (*site.getsitepackages(), site.getusersitepackages()) if Path(p).is_dir()]
     # addsitedir, not a bare path: the image's own .pth files (an editable install's finder) must run too.
     lines = "".join(f"import site; site.addsitedir({p!r})\n" for p in image)
@@ -172,6 +172,23 @@ def prepare_setup(command: str, tree: Path, prefix: Path, env: Mapping[str, str]
             "per-run environment over the image's packages)",
         )
     return python, child
+
+
+def _environment_step(command: list[str], cwd: Path, env: Mapping[str, str]) -> str:
+    """One step of making the setup environment; its stdout, or TrainingError (exit 3: this machine's Python
+    could not make it, no fault of the pull request) with the end of its output."""
+    done = subprocess.run(
+        command, cwd=cwd, env=dict(env), capture_output=True, text=True, check=False,
+        preexec_fn=unprivileged,  # one thread here: no lock can be held across the fork
+    )  # fmt: skip
+    if done.returncode != 0:
+        tail = "\n".join((done.stdout + done.stderr).splitlines()[-_SETUP_TAIL_LINES:])
+        raise TrainingError(
+            f"could not make the setup command's environment ({' '.join(command[1:4])}): exit {done.returncode}"
+            + (f"\n{tail}" if tail else ""),
+            fix="the image's Python needs its venv module (Debian: python3-venv); read the output above",
+        )
+    return done.stdout
 
 
 def _inside(path: Path, trees: Sequence[Path]) -> bool:
