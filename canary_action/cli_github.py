@@ -43,6 +43,12 @@ from canary_action.github.gh_report import CommentWhen, GhReportRequest, gh_repo
     help="A folder of your own report templates (*.j2, named as ours; docs/report.md, 'Your own templates'): each "
     "replaces ours of its name in the summary, the comment, the check run and -o.",
 )
+@click.option(
+    "--trusted-config",
+    is_flag=True,
+    help="Judge by the current run's own `thresholds:` block too. Off: by the tier and --threshold-file alone, since "
+    "the current run may come from a pull request's code, which must not choose the limits it is judged by.",
+)
 def gh_report_command(  # click passes options as keywords
     *,
     current: Path,
@@ -54,6 +60,7 @@ def gh_report_command(  # click passes options as keywords
     comment_mode: CommentWhen,
     output: Path | None,
     templates: Path | None,
+    trusted_config: bool,
 ) -> None:
     """Compare (as `canary compare`), write the job summary, and post the sticky PR comment and a check run, from
     inside any workflow step (a job container, other CI tooling).
@@ -74,6 +81,7 @@ def gh_report_command(  # click passes options as keywords
         comment_mode=comment_mode,
         output=output,
         templates=templates,
+        trusted_config=trusted_config,
     )
     code = gh_report(request, os.environ, sys.stdout)
     if code:

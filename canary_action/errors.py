@@ -90,6 +90,13 @@ class ArtifactError(MetricsFileError):
     title = "artifact refused"
 
 
+class ConfigChangedError(ArtifactError):
+    """Report mode: the measured run's config differs from the default branch's in what decides how it is judged,
+    and no maintainer accepted that for the commit."""
+
+    title = "the pull request changes its canary config"
+
+
 class BaselineError(MetricsFileError):
     """The baseline cannot be used: missing, corrupt, of another schema version or another config."""
 

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TextIO
+from typing import TYPE_CHECKING, Final, Literal, TextIO
 
 from canary_action.config.thresholds import Tier
 from canary_action.errors import GitHubError
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from canary_action.report.view import Links
 
 CommentWhen = Literal["always", "on-change", "on-failure"]
+#: Where the limits come from when the current run's own thresholds block is not trusted (no --trusted-config).
+UNTRUSTED_BLOCK: Final = "the tier and threshold file alone (--trusted-config: the current run's own block)"
 PERMISSIONS_FIX = (
     "give the step `env: GITHUB_TOKEN: ${{ github.token }}` and the job `permissions: pull-requests: write, "
     "checks: write`"
@@ -62,6 +64,9 @@ class GhReportRequest:
     output: Path | None = None
     templates: Path | None = None
     """A team's report templates (docs/report.md, 'Your own templates'); None: ours."""
+    trusted_config: bool = False
+    """Judge by the current run's own thresholds block (its config's); False: by the tier and the file alone — the
+    current run may come from a pull request's code, which must not choose its own limits."""
 
 
 def gh_report(
@@ -88,8 +93,13 @@ def gh_report(
         inputs, runner, event_context(runner, inputs), GitHubClient(runner.api_url, token, sleep=sleep), Log(out)
     )
     step.templates = templates
+    untrusted = None if request.trusted_config else (UNTRUSTED_BLOCK, None)
     result = run_compare(
-        request.current, list(request.baselines), tier=request.tier, threshold_file=request.threshold_file
+        request.current,
+        list(request.baselines),
+        tier=request.tier,
+        threshold_file=request.threshold_file,
+        trusted_block=untrusted,
     )
     links = Links(workflow_run=step.run_url())
     append_summary(runner.summary_path, render(result, "summary", links, templates))

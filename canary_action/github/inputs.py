@@ -112,6 +112,14 @@ class ActionInputs(BaseModel):
     pr_number: int | None = Field(
         None, ge=1, description="The pull request to report on, for workflow_dispatch and workflow_run events."
     )
+    accept_config_change: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{40}$",
+        description="report: the full SHA of a pull request commit whose canary config change a maintainer "
+        "accepted (anything but name, description and thresholds: steps, batch, model...); that commit is then "
+        "judged as measured. Empty: a measured config that differs from the default branch's is a failed check "
+        "naming the change.",
+    )
     comment: Literal["always", "on-change", "on-failure", "never"] = Field(
         "always",
         description="When to write the sticky PR comment: always, on-change (the verdict changed), on-failure, "

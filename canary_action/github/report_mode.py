@@ -27,6 +27,7 @@ from canary_action.errors import (
     ArtifactError,
     BaselineError,
     CanaryError,
+    ConfigChangedError,
     GitHubError,
     MetricsFileError,
     TrainingError,
@@ -41,6 +42,7 @@ from canary_action.report.escape import one_line, slug
 from canary_action.report.view import Links
 
 if TYPE_CHECKING:
+    from canary_action.config.schema import CanaryConfig
     from canary_action.github.baseline_fetch import Artifact
 
 PAIR_FILE = "pair.json"
@@ -78,7 +80,8 @@ def report_mode(step: Step) -> int:
     step.clear_output_dir()
     try:
         measured = _download_measurement(step, run, artifact)
-    except (ArtifactError, TrainingError) as e:  # the pull request still learns that its canary has no verdict
+        notes = _config_change_notes(step, target, loaded.config, measured)
+    except (MetricsFileError, TrainingError) as e:  # the pull request still learns that its canary has no verdict
         _publish_unmeasured(step, target, name, run, e)
         raise
     links = Links(
@@ -99,7 +102,7 @@ def report_mode(step: Step) -> int:
             fetched.paths,
             tier=inputs.tier,
             threshold_file=threshold_file,
-            notes=fetched.notes,
+            notes=[*notes, *fetched.notes],
             missing_ok=True,
             trusted_block=(f"the thresholds block of {inputs.config} on the default branch", loaded.config.thresholds),
         )
@@ -204,12 +207,49 @@ def _verified_target(step: Step, run: MeasuredRun) -> Target | None:
     return Target(number, sha)
 
 
+def _config_change_notes(step: Step, target: Target, trusted: CanaryConfig, measured: Path) -> list[str]:
+    """Refuse (ConfigChangedError) a measurement whose config differs from the default branch's in anything that
+    decides how it is judged — everything but its name, description and thresholds (the thresholds are the default
+    branch's anyway): a pull request that set `max_steps: 6` or `batch_size: 16` would otherwise make its run
+    incomparable with the baselines, and an incomparable run is neutral, which passes a required check. Unless a
+    maintainer accepted the change for exactly this commit (`accept-config-change`): then a note says what
+    changed."""
+    from canary_action.compare.baselines import load_current
+    from canary_action.compare.diff import config_changes
+
+    changes = config_changes(trusted.model_dump(mode="json"), load_current(_judged_file(measured)).config)
+    changes = [c for c in changes if c.field.split(".", 1)[0] != "thresholds"]
+    if not changes:
+        return []
+    listed = "; ".join(f"{c.field}: {c.baseline} → {c.current}" for c in changes[:20])
+    listed += f"; and {len(changes) - 20} more" if len(changes) > 20 else ""
+    if step.inputs.accept_config_change == target.head_sha:
+        return [f"the pull request changes the canary config, accepted by a maintainer for this commit: {listed}"]
+    raise ConfigChangedError(
+        f"the measured config differs from {step.inputs.config} on the default branch in what decides how a run is "
+        f"judged: {listed}. A run measured with another config is not judged against the default branch's "
+        "baselines",
+        fix="land the config change on the default branch first (its next run is the new baseline), or a "
+        f"maintainer who accepts it reruns the report with `accept-config-change: {target.head_sha}` "
+        "(docs/examples/rerun.yml)",
+    )
+
+
+def _judged_file(measured: Path) -> Path:
+    """The measured run's metrics.json: the file itself, or a lockstep pair's head side."""
+    from canary_action.compare.command import pair_members
+
+    members = pair_members(measured)
+    return members[0] if members is not None else measured
+
+
 def _publish_unmeasured(step: Step, target: Target, name: str, run: MeasuredRun, error: CanaryError) -> None:
     """A failed check run, saying why there is nothing to compare, on the commit the trusted side chose."""
     from canary_action.report.escape import text
 
+    title = error.title if isinstance(error, ConfigChangedError) else "nothing to compare"
     output = {
-        "title": "rlhf-canary: nothing to compare",
+        "title": f"rlhf-canary: {title}",
         "summary": f"{text(error.message, 2000)}\n\nfix: {text(error.fix, 1000)}",
     }
     publisher = step.publisher()

@@ -25,6 +25,7 @@ import yaml
 from pytest_httpserver import HTTPServer
 
 from canary_action.compare.result import CompareResult
+from canary_action.config.load import parse_config
 from canary_action.errors import TrainingError
 from canary_action.github.action import main
 from canary_action.metrics.io import write_metrics
@@ -41,7 +42,18 @@ ARTIFACT = "rlhf-canary-sft-smoke"
 CHECK = "rlhf-canary (sft-smoke)"
 MARKER = "<!-- rlhf-canary:sticky:sft-smoke -->"
 SAME_DATA = {"dataset_fingerprint": "d" * 64}  # factories derive it from the seed; one canary has one dataset
-SAME_CONFIG = {"seed": 0}  # one config: the factory seed draws other noise, not another experiment
+
+
+def _workspace_config() -> dict[str, Any]:
+    """The canary.yaml every Runner's workspace holds: the tiny SFT config, named sft-smoke."""
+    config: dict[str, Any] = yaml.safe_load((ROOT / "configs" / "tiny" / "sft.yaml").read_text())
+    return {**config, "name": "sft-smoke"}
+
+
+#: The resolved config a run of the workspace's canary.yaml records, as `canary run` writes it: one config for the
+#: baselines and the pull request (the factory seed draws other noise, not another experiment). Report mode compares
+#: it with the default branch's.
+SAME_CONFIG = parse_config(_workspace_config(), source="canary.yaml").config.model_dump(mode="json")
 
 
 @dataclass
@@ -62,7 +74,7 @@ class FakeTrainer:
             seed=self.seed,
             run={"run_id": run_id, "started_at": "2026-11-20T10:00:00Z"},
             workload=SAME_DATA,
-            config=SAME_CONFIG,
+            config=loaded.config.model_dump(mode="json"),
             **({"status": status} if self.crash else {}),
         )
         path = output_dir / run_id / "metrics.json"
@@ -106,9 +118,7 @@ class Runner:
 
     def __post_init__(self) -> None:
         self.workspace.mkdir(parents=True, exist_ok=True)
-        config = yaml.safe_load((ROOT / "configs" / "tiny" / "sft.yaml").read_text())
-        config["name"] = "sft-smoke"
-        (self.workspace / "canary.yaml").write_text(yaml.safe_dump(config))
+        (self.workspace / "canary.yaml").write_text(yaml.safe_dump(_workspace_config()))
 
     def env(self, event: str, payload: Path | None, inputs: dict[str, str], ref: str) -> dict[str, str]:
         declared = yaml.safe_load((ROOT / "action.yml").read_text())["inputs"]

@@ -160,6 +160,25 @@ def test_a_regression_exits_1_with_a_failed_check_and_says_so_in_the_comment(
     assert "rlhf-canary **regression**" in done.summary
 
 
+def test_the_current_runs_own_thresholds_block_counts_only_with_trusted_config(
+    fake_github: FakeGitHub, tmp_path: Path, history: Path
+) -> None:
+    """The current run may come from a pull request's code: its config's `thresholds:` block (here 1000 %) does not
+    loosen the limits it is judged by unless the step says the config is trusted."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    loose = save(
+        tmp_path / "loose.json", 1, step_time_s=0.14, config={"thresholds": {"max_step_time_increase_pct": 1000}}
+    )
+
+    untrusted = gh_report_cli(fake_github, tmp_path, loose, history)
+    trusted = gh_report_cli(fake_github, tmp_path, loose, history, "--trusted-config")
+
+    assert untrusted.code == 1, untrusted.log
+    assert "thresholds block is not used" in untrusted.summary
+    assert trusted.code == 0, trusted.log
+    assert [c["conclusion"] for c in fake_github.check_runs] == ["failure", "success"]
+
+
 def test_no_comment_writes_only_the_check_run(
     fake_github: FakeGitHub, tmp_path: Path, like: Path, history: Path
 ) -> None:

@@ -424,6 +424,56 @@ def test_a_pull_request_cannot_loosen_the_limits_it_is_judged_by(runner: Runner,
     assert any("thresholds block is not used" in n for n in done.result().notes)
 
 
+def _forked_slow_run(fake: FakeGitHub, config: dict[str, Any]) -> int:
+    """A fork's run, 2x slower than the baselines, measured with `config`."""
+    run_id = _fork_run(fake)
+    run = {"run_id": "pr-1", "started_at": "2026-11-20T10:00:00Z"}
+    slow = make_metrics(step_time_s=0.2, seed=11, run=run, workload=SAME_DATA, config=config)
+    fake.add_artifact(run_id, name=ARTIFACT, content=make_zip({"pr-1/metrics.json": slow.model_dump_json().encode()}))
+    return run_id
+
+
+def test_a_pull_request_that_changes_its_config_is_a_failed_check_not_a_neutral_one(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    """An honest 2x slowdown with `batch_size: 16` in the pull request's config is not comparable with the
+    baselines, so it was neutral — and neutral passes a required check. It is a failed check naming the change."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    baselines(fake_github, 3)
+    run_id = _forked_slow_run(fake_github, {**SAME_CONFIG, "batch_size": 16, "max_steps": 6})
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+
+    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
+
+    assert done.code == 2, done.log
+    [check] = fake_github.check_runs
+    assert (check["head_sha"], check["name"], check["conclusion"]) == (PR_HEAD, CHECK, "failure")
+    assert check["output"]["title"] == "rlhf-canary: the pull request changes its canary config"
+    said = check["output"]["summary"].replace("\\", "")  # markdown-escaped
+    assert "batch_size: 4 → 16" in said
+    assert "max_steps: 30 → 6" in said
+    assert f"accept-config-change: {PR_HEAD}" in said
+    assert 2 not in fake_github.comments
+
+
+def test_a_maintainer_accepts_a_config_change_for_that_commit_only(runner: Runner, fake_github: FakeGitHub) -> None:
+    """`accept-config-change` names the commit a maintainer read: another SHA accepts nothing."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    baselines(fake_github, 3)
+    run_id = _forked_slow_run(fake_github, {**SAME_CONFIG, "batch_size": 16})
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+
+    other = runner.run("workflow_run", payload, measured_workflow="canary.yml", accept_config_change="a" * 40)
+    accepted = runner.run("workflow_run", payload, measured_workflow="canary.yml", accept_config_change=PR_HEAD)
+
+    assert other.code == 2, other.log
+    assert accepted.code == 0, accepted.log
+    result = accepted.result()
+    assert result.verdict == "neutral"  # judged as measured: another batch size is not comparable
+    assert any("accepted by a maintainer for this commit: batch_size: 4 → 16" in n for n in result.notes)
+    assert [c["conclusion"] for c in fake_github.check_runs] == ["failure", "neutral"]
+
+
 # -- mode auto on pull_request_target ------------------------------------------------------------------------------
 
 

@@ -420,10 +420,11 @@ def test_the_command_line_is_frozen() -> None:
         "compare": sorted(["current", "baselines", "--threshold-tier", "--threshold-file", "--allow-change", "--json",
                            "--format", "-o", "--output", "--templates"]),
         "env": ["--json"],
-        # rlhf-canary 0.1's gh-report (issue 15 item 2): its flags, and --comment-mode as the action's `comment`
+        # rlhf-canary 0.1's gh-report (issue 15 item 2): its flags, and --comment-mode as the action's `comment`;
+        # --trusted-config: issue 25 item 2 (the current run's thresholds block is used only when trusted)
         "gh-report": sorted(["current", "baselines", "--threshold-tier", "--threshold-file", "--post-comment",
                              "--no-comment", "--update-status", "--no-status", "--comment-mode", "-o", "--output",
-                             "--templates"]),
+                             "--templates", "--trusted-config"]),
         "init-config": sorted(["out", "--type", "--tier", "--builtin", "--force"]),  # --builtin: issue 15 item 5
         # --format (terminal|markdown): as compare's, the walk-through after issue 15
         "pair": sorted(["config", "--base", "--head", "-o", "--output-dir", "--set", "--chunk-steps", "--seed",
