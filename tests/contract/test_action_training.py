@@ -302,7 +302,7 @@ def test_a_setup_command_and_a_shadowing_venv_module_find_no_token_either(
     secrets = _hunting_workspace(runner, {**sft, "max_steps": 4})
     (runner.workspace / "venv.py").write_text(SHADOW)
     (runner.workspace / "sysconfig.py").write_text(SHADOW)
-    setup = {"INPUT_SETUP": "python -c 'exec(open(\"hunt.py\").read()); hunt(\"setup\")'"}
+    setup = {"INPUT_SETUP": 'python -c \'exec(open("hunt.py").read()); hunt("setup")\''}
 
     code, log, _ = run_entrypoint(runner, "push", "push.json", "refs/heads/master", {**secrets, **setup})
 
