@@ -34,6 +34,7 @@ def run_compare(
     notes: Sequence[str] = (),
     missing_ok: bool = False,
     trusted_block: tuple[str, ThresholdFile | None] | None = None,
+    trusted_pair: bool = True,
 ) -> CompareResult:
     """Load, merge thresholds (tier <- file <- the run's inline block, each base_tier replacing the tier before
     it, and said in the notes when it replaced one that was asked for), compare. Raises CanaryError subclasses.
@@ -42,6 +43,7 @@ def run_compare(
     that says why, instead of NoBaselineError. `notes` go into the result ahead of the loader's.
     `trusted_block` (report mode: (where it is from, the default branch's config's block)): the inline layer is
     that block, not the measured run's — a pull request's config must not loosen the limits it is judged by.
+    `trusted_pair` False (report mode): a lockstep pair's base side is its head's partner only, not a baseline.
     """
     _check_allowed(allowed)
     members = pair_members(current_path)
@@ -87,6 +89,7 @@ def run_compare(
         allowed=allowed,
         notes=all_notes,
         code=code,
+        trusted_pair=trusted_pair,
     )
 
 

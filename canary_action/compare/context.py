@@ -25,7 +25,13 @@ class Context:
     tier: str = "default"
     partner: RunData | None = None
     """A lockstep pair's base side when the current run is its head side: perf is then judged round by round
-    against it (paired.py), whatever other baselines there are."""
+    against it (paired.py), and held to the history (below)."""
+
+    @property
+    def history(self) -> list[RunData]:
+        """The comparable baselines beside a lockstep pair's base side: separate runs (artifacts). A perf check
+        that fails against them fails, whatever the pair says (`held_to_history`)."""
+        return [b for b in self.perf.usable if b is not self.partner]
 
     @property
     def level(self) -> float:

@@ -26,7 +26,7 @@ from typing import Final
 from canary_action.compare import paired
 from canary_action.compare.clues import PERF, Case, Clue
 from canary_action.compare.context import NEW_BASELINE, Context, no_baseline, not_comparable, skipped
-from canary_action.compare.perf import device_ratio, judged, level_sample, too_short_fix
+from canary_action.compare.perf import device_ratio, held_to_history, judged, level_sample, too_short_fix
 from canary_action.compare.result import Check, StepSplit
 from canary_action.compare.runs import RunData
 from canary_action.compare.stats import Effect, compare_levels
@@ -50,24 +50,26 @@ def gpu_time_check(ctx: Context) -> Check | None:
     if unjudged is not None:
         return unjudged
     median = statistics.median(own)
-    if ctx.partner is not None:
-        effect = paired.paired_effect(current, ctx.partner, paired.gpu_busy, level=ctx.level)
-        if effect is None:
-            why = f"fewer than {paired.MIN_ROUNDS} lockstep rounds timed on the GPU on both sides"
-            return skipped(NAME, "perf", "s", why, current=median, fix=too_short_fix(ctx))
-        return _judged(ctx, effect, median)
-    return _against_history(ctx, own, median)
+    if ctx.partner is None:
+        return _against_history(ctx, ctx.perf.usable, own, median)
+    effect = paired.paired_effect(current, ctx.partner, paired.gpu_busy, level=ctx.level)
+    if effect is None:
+        why = f"fewer than {paired.MIN_ROUNDS} lockstep rounds timed on the GPU on both sides"
+        check = skipped(NAME, "perf", "s", why, current=median, fix=too_short_fix(ctx))
+    else:
+        check = _judged(ctx, effect, median)
+    return held_to_history(check, _against_history(ctx, ctx.history, own, median) if ctx.history else None)
 
 
-def _against_history(ctx: Context, own: Sequence[float], median: float) -> Check:
+def _against_history(ctx: Context, baselines: Sequence[RunData], own: Sequence[float], median: float) -> Check:
     """Separate runs: the steady GPU times against the baselines' that timed the GPU, as step time is judged."""
-    if not ctx.perf.usable:
+    if not baselines:
         return (
             not_comparable(NAME, "perf", "s", ctx.perf)
             if ctx.perf.differences
             else no_baseline(NAME, "perf", "s", median)
         )
-    samples = [s for b in ctx.perf.usable if (s := level_sample(b.steady_gpu_busy, None)) is not None]
+    samples = [s for b in baselines if (s := level_sample(b.steady_gpu_busy, None)) is not None]
     if not samples:
         why = "no baseline timed the GPU (recorded before gpu_time, with gpu_time: false, or on another device)"
         return skipped(NAME, "perf", "s", why, current=median, fix=NEW_BASELINE)

@@ -65,18 +65,37 @@ def step_time_effect(current: RunData, baselines: Sequence[RunData], *, level: f
     return compare_levels(own, usable, ratio=device_ratio(current), level=level)
 
 
+def held_to_history(paired_check: Check, history_check: Check | None) -> Check:
+    """A lockstep pair's check, unless the same figure fails against the separate runs beside it (`ctx.history`):
+    a paired pass never overrides a failure against the baselines. Where the pair came from a pull request's job,
+    its base side was not the trusted side's to make."""
+    if history_check is None or history_check.status != "fail" or paired_check.status == "fail":
+        return paired_check
+    said = f"{history_check.message}; this failure stands whatever the lockstep pair says ({paired_check.message})"
+    return history_check.model_copy(update={"message": said})
+
+
 def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
-    name, unit, limit = "step_time", "s", ctx.thresholds.max_step_time_increase_pct
+    name, unit = "step_time", "s"
     blocked = _blocked(ctx, name, unit, len(ctx.current.steady_step_times or []))
     if blocked:
         return blocked, None
-    if ctx.partner is not None:
-        effect = paired.paired_effect(ctx.current, ctx.partner, paired.step_time, level=ctx.level)
-        if effect is None:
-            return _too_few_rounds(ctx, name, unit), None
+    if ctx.partner is None:
+        return _step_time_against(ctx, ctx.perf.usable)
+    effect = paired.paired_effect(ctx.current, ctx.partner, paired.step_time, level=ctx.level)
+    if effect is None:
+        check = _too_few_rounds(ctx, name, unit)
+    else:
+        limit = ctx.thresholds.max_step_time_increase_pct
         check = judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median)
-        return check, effect
-    effect = step_time_effect(ctx.current, ctx.perf.usable, level=ctx.level)
+    history = _step_time_against(ctx, ctx.history)[0] if ctx.history else None
+    return held_to_history(check, history), effect
+
+
+def _step_time_against(ctx: Context, baselines: Sequence[RunData]) -> tuple[Check, Effect | None]:
+    """step_time against separate runs."""
+    name, unit, limit = "step_time", "s", ctx.thresholds.max_step_time_increase_pct
+    effect = step_time_effect(ctx.current, baselines, level=ctx.level)
     if effect is None:
         why = "no steady-state step times in the baseline"
         return skipped(name, "perf", unit, why, fix=NEW_BASELINE), None
@@ -99,11 +118,20 @@ def _tokens_per_sec(ctx: Context) -> Check:
     blocked = _blocked(ctx, name, unit, len(ctx.current.steady_tokens or []))
     if blocked:
         return blocked
-    if ctx.partner is not None:
-        effect = paired.paired_effect(ctx.current, ctx.partner, paired.tokens_per_s, level=ctx.level)
-        if effect is None:
-            return _too_few_rounds(ctx, name, unit)
-        return judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
+    if ctx.partner is None:
+        return _tokens_against(ctx, measured)
+    effect = paired.paired_effect(ctx.current, ctx.partner, paired.tokens_per_s, level=ctx.level)
+    if effect is None:
+        check = _too_few_rounds(ctx, name, unit)
+    else:
+        check = judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
+    history = [b for b in ctx.history if b.tokens_per_s_measured]
+    return held_to_history(check, _tokens_against(ctx, history) if history else None)
+
+
+def _tokens_against(ctx: Context, measured: Sequence[RunData]) -> Check:
+    """tokens_per_sec against separate runs that measured their tokens."""
+    name, unit, limit = "tokens_per_sec", "tok/s", ctx.thresholds.max_tps_drop_pct
     own = _rates(ctx.current)
     samples = [s for b in measured if (s := _rates(b)) is not None]
     if own is None or not samples:
@@ -293,7 +321,7 @@ def _blocked(ctx: Context, name: str, unit: str, num_steady: int) -> Check | Non
     if num_steady < least:
         why = f"{num_steady} steady-state steps, fewer than min_step_count ({least})"
         return skipped(name, "perf", unit, why, fix=too_short_fix(ctx))
-    return None if ctx.perf.usable else _unusable(ctx, name, unit, None)
+    return None if ctx.perf.usable or ctx.partner is not None else _unusable(ctx, name, unit, None)
 
 
 def _unusable(ctx: Context, name: str, unit: str, current: float | None) -> Check:

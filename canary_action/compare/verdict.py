@@ -51,16 +51,23 @@ def compare(
     allowed: Collection[str] = (),
     notes: Sequence[str] = (),
     code: CodeDiff | None = None,
+    trusted_pair: bool = True,
 ) -> CompareResult:
     """Judge `current` against `baselines` (newest first; may be empty: stability is judged alone). `code`: what a
     lockstep pair's head tree changed against its base tree (pair.json), the first suspect when nothing else
-    differs."""
+    differs. `trusted_pair` False (report mode: the pair came from the job that ran the pull request's code): its
+    base side is the partner of the paired checks only, never one of the baselines the other checks, the warm-up
+    cut and the history that holds the paired checks (perf.held_to_history) are taken from."""
+    untrusted = None if trusted_pair else paired.partner(current, baselines)
+    baselines = [b for b in baselines if b is not untrusted]
     perf = split(PERF_FIELDS, baselines, current, allowed)
     learning = split(LEARNING_FIELDS, baselines, current, allowed)
+    own_pair = split(PERF_FIELDS, [untrusted], current, allowed).usable if untrusted is not None else []
     warmup = window.common_warmup([current, *perf.usable], thresholds.min_step_count)
-    current, *usable = window.apply([current, *perf.usable], warmup)
-    perf = replace(perf, usable=usable)
-    partner = paired.partner(current, usable)
+    current, *usable = window.apply([current, *perf.usable, *own_pair], warmup)
+    history = usable[: len(perf.usable)]
+    perf = replace(perf, usable=history)
+    partner = usable[-1] if own_pair else paired.partner(current, history)
     ctx = Context(
         current=current, baselines=baselines, perf=perf, learning=learning, thresholds=thresholds, tier=tier,
         partner=partner,

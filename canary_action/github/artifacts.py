@@ -74,7 +74,7 @@ def _read_directory(archive: Path | IO[bytes]) -> zipfile.ZipFile:
         return zipfile.ZipFile(archive)
     except _DIRECTORY_ERRORS as e:
         raise BaselineError(
-            f"the artifact is not a zip the canary can read ({type(e).__name__}: {clip_text(str(e), 120)})", fix=_FIX
+            f"the artifact is not a valid zip ({type(e).__name__}: {clip_text(str(e), 120)})", fix=_FIX
         ) from e
 
 

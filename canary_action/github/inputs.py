@@ -67,7 +67,8 @@ class ActionInputs(BaseModel):
         description="auto: on a pull request, both (its base commit trained beside it, judged paired, plus "
         "artifact history), else artifacts; artifacts: compare with default-branch runs' uploaded results only "
         "(opt out of pairing); lockstep: the paired A/B alone; both: lockstep for speed, artifacts as history for "
-        "the learning checks. A pair trains both sides: docs/lockstep.md says what it costs.",
+        "the learning checks. A pair trains both sides: docs/lockstep.md says what it costs. In mode report, what the "
+        "measure job was set to make: a pair under artifacts is refused.",
     )
     setup: str | None = Field(
         None,

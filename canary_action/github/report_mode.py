@@ -33,7 +33,7 @@ from canary_action.errors import (
     TrainingError,
     UsageError,
 )
-from canary_action.github.baseline_fetch import OVERSIZED, FetchedBaselines, RunArtifacts
+from canary_action.github.baseline_fetch import OVERSIZED, RunArtifacts
 from canary_action.github.context import PR_EVENTS
 from canary_action.github.publish import check_name
 from canary_action.github.step import Step, Target, default_artifact, fetch_for, read_config
@@ -80,7 +80,7 @@ def report_mode(step: Step) -> int:
     step.clear_output_dir()
     try:
         measured = _download_measurement(step, run, artifact)
-        notes = _config_change_notes(step, target, loaded.config, measured)
+        notes = [*_pairing_notes(step, measured), *_config_change_notes(step, target, loaded.config, measured)]
     except (MetricsFileError, TrainingError) as e:  # the pull request still learns that its canary has no verdict
         _publish_unmeasured(step, target, name, run, e)
         raise
@@ -89,12 +89,11 @@ def report_mode(step: Step) -> int:
         artifacts=run.url and run.url + "#artifacts",
         artifact_name=artifact,
     )
-    pair = measured.is_dir()
-    if pair and inputs.baseline == "lockstep":
-        fetched = FetchedBaselines()
-    else:
-        dest = Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-"))
-        fetched = fetch_for(step, artifact, dest, workflow_file=run.workflow_file, pull_head=target.head_sha)
+    # The pair, when there is one, came from the job that ran the pull request's code: its base side is judged
+    # against round by round, never counted as a baseline, and the default branch's runs are always fetched: a
+    # paired pass does not override a failure against them (compare/perf.py, held_to_history).
+    dest = Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-"))
+    fetched = fetch_for(step, artifact, dest, workflow_file=run.workflow_file, pull_head=target.head_sha)
     threshold_file = step.runner.workspace / inputs.thresholds if inputs.thresholds else None
     try:
         result = run_compare(
@@ -105,6 +104,7 @@ def report_mode(step: Step) -> int:
             notes=[*notes, *fetched.notes],
             missing_ok=True,
             trusted_block=(f"the thresholds block of {inputs.config} on the default branch", loaded.config.thresholds),
+            trusted_pair=False,
         )
     except MetricsFileError as e:  # the measurement (untrusted) does not read as one
         _publish_unmeasured(step, target, name, run, e)
@@ -205,6 +205,24 @@ def _verified_target(step: Step, run: MeasuredRun) -> Target | None:
             fix="report a run on the pull request it measured",
         )
     return Target(number, sha)
+
+
+def _pairing_notes(step: Step, measured: Path) -> list[str]:
+    """What the trusted side's `baseline` input expected of the measurement: a pair where it opted out of pairing
+    (`artifacts`) is refused (ArtifactError) — the pull request's workflow chose it; a single run where it asked
+    for one (`lockstep`, `both`) is judged against the default branch's runs, as the measure job's fallback is."""
+    asked, pair = step.inputs.baseline, measured.is_dir()
+    if pair and asked == "artifacts":
+        raise ArtifactError(
+            "the artifact holds a lockstep pair, but this report expects artifact baselines alone (baseline: "
+            "artifacts): its base side was made by the job that ran the pull request's code, which chose to pair",
+            fix="give the publish job the measure job's `baseline` input, or set the measure job to `baseline: "
+            "artifacts` as well",
+        )
+    if not pair and asked in ("lockstep", "both"):
+        return [f"baseline: {asked} was asked, but the measured run is no lockstep pair: judged against the default "
+                "branch's runs alone (the measure job's log says why it did not pair)"]  # fmt: skip
+    return []
 
 
 def _config_change_notes(step: Step, target: Target, trusted: CanaryConfig, measured: Path) -> list[str]:

@@ -474,6 +474,92 @@ def test_a_maintainer_accepts_a_config_change_for_that_commit_only(runner: Runne
     assert [c["conclusion"] for c in fake_github.check_runs] == ["failure", "neutral"]
 
 
+PAIR_ID = "sft-smoke-pair-20261120T100000Z"
+
+
+def _pair_zip(*, head_s: float, base_s: float, steps: int = 40) -> bytes:
+    """A measure job's lockstep pair as its artifact holds it: base/ and head/ metrics.json and pair.json, both
+    sides written by the job that ran the pull request's code."""
+    from canary_action.metrics import schema
+    from canary_action.metrics.pair import PairRecord, Round, SideEnd
+
+    files: dict[str, bytes] = {}
+    for side, step_s in (("base", base_s), ("head", head_s)):
+        pair = {"pair_id": PAIR_ID, "side": side, "chunk_steps": 2, "tree": f"/trees/{side}"}
+        series = {schema.PAIR_ROUND: [float(i // 2) for i in range(steps)]}
+        run = {"run_id": f"{PAIR_ID}-{side}", "started_at": "2026-11-20T10:00:00Z"}
+        metrics = make_metrics(
+            num_steps=steps, step_time_s=step_s, seed=11, run=run, workload=SAME_DATA, config=SAME_CONFIG, pair=pair,
+            series=series,
+        )  # fmt: skip
+        files[f"{PAIR_ID}/{side}/metrics.json"] = metrics.model_dump_json().encode()
+    ends = {
+        side: SideEnd(tree=f"/trees/{side}", config_path="canary.yaml", metrics_path=f"{side}/metrics.json",
+                      exit_code=0, steps=steps)
+        for side in ("base", "head")
+    }  # fmt: skip
+    record = PairRecord(pair_id=PAIR_ID, chunk_steps=2, seed=1, started_at="t", finished_at="t", wall_s=1.0,
+                        rounds=[Round(index=0, order=["head", "base"])], **ends)  # fmt: skip
+    files[f"{PAIR_ID}/pair.json"] = record.model_dump_json().encode()
+    return make_zip(files)
+
+
+def test_a_forged_base_side_cannot_pass_a_slowdown_that_the_default_branchs_runs_fail(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    """The pull request's job wrote both sides: a 2x slower head beside a base side made as slow passes paired.
+    The default branch's three runs fail it, and a paired pass never overrides that; the base side is the pair's
+    partner only, not one more baseline."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    baselines(fake_github, 3)
+    run_id = _fork_run(fake_github)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=_pair_zip(head_s=0.2, base_s=0.2))
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+
+    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
+
+    assert done.code == 1, done.log
+    result = done.result()
+    step = next(c for c in result.checks if c.name == "step_time")
+    assert step.status == "fail"
+    assert "against 3 baselines" in step.message
+    assert "whatever the lockstep pair says" in step.message
+    assert result.pairing is not None
+    assert f"{PAIR_ID}-base" not in [b.run_id for b in result.baselines]
+    assert [c["conclusion"] for c in fake_github.check_runs] == ["failure"]
+
+
+def test_an_honest_pair_still_passes_in_report_mode(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    baselines(fake_github, 3)
+    run_id = _fork_run(fake_github)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=_pair_zip(head_s=0.1, base_s=0.1))
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+
+    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
+
+    assert done.code == 0, done.log
+    assert done.result().verdict == "pass"
+    assert done.result().pairing is not None
+
+
+def test_a_pair_the_report_did_not_expect_is_refused(runner: Runner, fake_github: FakeGitHub) -> None:
+    """`baseline: artifacts` on the publish job (the trusted side): the pull request's workflow cannot choose to
+    be judged as a pair."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    baselines(fake_github, 3)
+    run_id = _fork_run(fake_github)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=_pair_zip(head_s=0.1, base_s=0.1))
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+
+    done = runner.run("workflow_run", payload, measured_workflow="canary.yml", baseline="artifacts")
+
+    assert done.code == 2, done.log
+    [check] = fake_github.check_runs
+    assert (check["conclusion"], check["output"]["title"]) == ("failure", "rlhf-canary: nothing to compare")
+    assert "expects artifact baselines alone" in check["output"]["summary"]
+
+
 # -- mode auto on pull_request_target ------------------------------------------------------------------------------
 
 

@@ -280,3 +280,48 @@ def test_the_paired_line_names_both_commits_the_rule_and_the_allocator(tmp_path:
     assert f"the PR's code (`{'c' * 12}`) and its base commit (`{'b' * 12}`) took turns" in line
     assert "a change fails when it is clear and above the 3 % minimum effect" in line
     assert "glibc malloc tuned to keep freed memory, for precision" in line
+
+
+def _separate_runs(tmp: Path, step_time_s: float, n: int = 3) -> list[Path]:
+    """Separate runs of the same config (artifact history), on a machine that did not drift."""
+    like = make_metrics(num_steps=120)  # the pair's sides: seed 0's config and dataset
+    workload = {"device": "cpu", "dtype": "fp32", "dataset_fingerprint": like.workload.dataset_fingerprint}
+    paths = []
+    for i in range(n):
+        metrics = make_metrics(num_steps=120, step_time_s=step_time_s, seed=100 + i, workload=workload,
+                               config=like.config)  # fmt: skip
+        path = tmp / f"history-{i}" / "metrics.json"
+        write_metrics(metrics, path)
+        paths.append(path)
+    return paths
+
+
+def test_a_paired_pass_never_overrides_a_failure_against_the_history(tmp_path: Path) -> None:
+    """Both sides 2x slower than three separate runs (a base side made as slow as the head): the pair says equal,
+    the history says +100 %, and the failure stands. The same history at the pair's speed changes nothing."""
+    base, head = make_pair(tmp_path / "pair")
+    faster_history = _separate_runs(tmp_path / "faster", 0.15)
+    for trusted in (True, False):
+        result = run_compare(head, [base, *faster_history], tier="nightly", trusted_pair=trusted)
+        step = check(result, "step_time")
+        assert step.status == "fail", step.message
+        assert "against 3 baselines" in step.message
+        assert "whatever the lockstep pair says (-0.0 %" in step.message
+        assert result.pairing is not None
+    median = json.loads(head.read_text())["summary"]["step_time_s"]["median"]
+    like = run_compare(head, [base, *_separate_runs(tmp_path / "like", median)], tier="nightly")
+    assert "paired over" in check(like, "step_time").message
+    assert check(like, "step_time").status == "pass"
+
+
+def test_an_untrusted_pairs_base_side_is_its_partner_only(tmp_path: Path) -> None:
+    """Report mode: the base side is judged against round by round, never counted as a baseline; with no other
+    baseline, the paired checks are still judged and the rest have none."""
+    base, head = make_pair(tmp_path, slowdown=0.10)
+    result = run_compare(head, [base], tier="nightly", trusted_pair=False)
+    assert check(result, "step_time").status == "fail"
+    assert "paired over" in check(result, "step_time").message
+    assert result.baselines == []
+    assert result.pairing is not None
+    trusted = run_compare(head, [base], tier="nightly")
+    assert [b.run_id for b in trusted.baselines] == [f"{PAIR}-base"]
