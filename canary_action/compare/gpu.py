@@ -26,7 +26,14 @@ from typing import Final
 from canary_action.compare import paired
 from canary_action.compare.clues import PERF, Case, Clue
 from canary_action.compare.context import NEW_BASELINE, Context, no_baseline, not_comparable, skipped
-from canary_action.compare.perf import device_ratio, held_to_history, judged, level_sample, too_short_fix
+from canary_action.compare.perf import (
+    device_ratio,
+    held_to_history,
+    judged,
+    level_sample,
+    stalled_pair,
+    too_short_fix,
+)
 from canary_action.compare.result import Check, StepSplit
 from canary_action.compare.runs import RunData
 from canary_action.compare.stats import Effect, compare_levels
@@ -52,12 +59,14 @@ def gpu_time_check(ctx: Context) -> Check | None:
     median = statistics.median(own)
     if ctx.partner is None:
         return _against_history(ctx, ctx.perf.usable, own, median)
-    effect = paired.paired_effect(current, ctx.partner, paired.gpu_busy, level=ctx.level)
-    if effect is None:
-        why = f"fewer than {paired.MIN_ROUNDS} lockstep rounds timed on the GPU on both sides"
-        check = skipped(NAME, "perf", "s", why, current=median, fix=too_short_fix(ctx))
-    else:
-        check = _judged(ctx, effect, median)
+    check = stalled_pair(ctx, NAME, "s", median)
+    if check is None:
+        effect = paired.paired_effect(current, ctx.partner, paired.gpu_busy, level=ctx.level)
+        if effect is None:
+            why = f"fewer than {paired.MIN_ROUNDS} lockstep rounds timed on the GPU on both sides"
+            check = skipped(NAME, "perf", "s", why, current=median, fix=too_short_fix(ctx))
+        else:
+            check = _judged(ctx, effect, median)
     return held_to_history(check, _against_history(ctx, ctx.history, own, median) if ctx.history else None)
 
 

@@ -40,6 +40,14 @@ MIN_ROUNDS: Final = 5
 #: SD of 11 % per round, a robust SD of 2.6 %). Yuen's trimmed mean keeps the interval honest and much narrower.
 TRIM: Final = 0.2
 
+#: A round in which the base side's CPU time per wall second fell under this share of its median over the rounds:
+#: the side was stopped (SIGSTOP) or starved of CPU (another process computing on its CPUs) during its turn. The
+#: round is left out: its ratio would credit the head side with the base side's lost time. CPU sides only: on a
+#: GPU the host's CPU time follows how the side waits for its kernels, not whether it ran.
+STALL_SHARE: Final = 0.5
+#: More stalled rounds than this share of the base side's: the pair is not judged (paired checks skipped).
+MAX_STALLED: Final = 0.25
+
 RoundFigure = Callable[[RunData, Sequence[int]], float | None]
 
 
@@ -88,9 +96,61 @@ def rounds(run: RunData) -> dict[int, list[int]]:
 
 
 def common_rounds(current: RunData, base: RunData) -> list[tuple[list[int], list[int]]]:
-    """(current rows, base rows) of every round both sides trained steady steps in, in round order."""
+    """(current rows, base rows) of every round both sides trained steady steps in, in round order, but those in
+    which the base side was stalled (`stalled_rounds`)."""
     mine, theirs = rounds(current), rounds(base)
-    return [(mine[r], theirs[r]) for r in sorted(mine.keys() & theirs.keys())]
+    stalled = stalled_rounds(current, base)
+    return [(mine[r], theirs[r]) for r in sorted(mine.keys() & theirs.keys()) if r not in stalled]
+
+
+def stalled_rounds(current: RunData, base: RunData) -> set[int]:
+    """The rounds in which the base side, training on the CPU, got less than STALL_SHARE of its usual CPU time per
+    wall second (the column perf/cpu_s; none without it). Usual: the larger of its own median over the rounds and
+    the head side's — the same config on the same CPUs — so that a base side stalled in most rounds, whose median
+    is the stalled figure, is still seen."""
+    if base.device_kind != "cpu":
+        return set()
+    ratios = cpu_ratios(base)
+    if len(ratios) < MIN_ROUNDS:
+        return set()
+    own = cpu_ratios(current) if current.device_kind == "cpu" else {}
+    usual = max(statistics.median(ratios.values()), statistics.median(own.values()) if own else 0.0)
+    return {index for index, ratio in ratios.items() if ratio < STALL_SHARE * usual}
+
+
+def cpu_ratios(run: RunData) -> dict[int, float]:
+    """Round -> the run's CPU time per wall second over its steady steps in the round."""
+    cpu = _column(run, schema.CPU_S)
+    ratios: dict[int, float] = {}
+    for index, rows in rounds(run).items():
+        timed = [(c, t) for r in rows if (c := cpu[r]) is not None and (t := run.step_times[r]) is not None]
+        wall = sum(t for _, t in timed)
+        if timed and wall > 0:
+            ratios[index] = sum(c for c, _ in timed) / wall
+    return ratios
+
+
+def stall_report(current: RunData, base: RunData) -> tuple[str | None, bool]:
+    """(a note naming the base side's stalled rounds, or None; whether there were too many to judge the pair)."""
+    stalled, total = stalled_rounds(current, base), len(rounds(base))
+    if not stalled:
+        return None, False
+    too_many = len(stalled) > MAX_STALLED * total
+    said = (
+        f"lockstep: the base side was stopped or starved in {len(stalled)} of {total} rounds (its CPU time per wall "
+        f"second under {STALL_SHARE:.0%} of its median: rounds {_listed(sorted(stalled))}); "
+    )
+    said += (
+        f"more than {MAX_STALLED:.0%} of them, so the pair is not judged"
+        if too_many
+        else "those rounds are left out of the paired checks"
+    )
+    return said, too_many
+
+
+def _listed(values: Sequence[int], most: int = 12) -> str:
+    shown = ", ".join(str(v) for v in values[:most])
+    return shown + (f" and {len(values) - most} more" if len(values) > most else "")
 
 
 def paired_effect(current: RunData, base: RunData, figure: RoundFigure, *, level: float = LEVEL) -> Effect | None:

@@ -82,12 +82,15 @@ def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
         return blocked, None
     if ctx.partner is None:
         return _step_time_against(ctx, ctx.perf.usable)
-    effect = paired.paired_effect(ctx.current, ctx.partner, paired.step_time, level=ctx.level)
-    if effect is None:
-        check = _too_few_rounds(ctx, name, unit)
-    else:
+    effect, check = None, stalled_pair(ctx, name, unit)
+    if check is None:
+        effect = paired.paired_effect(ctx.current, ctx.partner, paired.step_time, level=ctx.level)
         limit = ctx.thresholds.max_step_time_increase_pct
-        check = judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median)
+        check = (
+            judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median)
+            if effect is not None
+            else _too_few_rounds(ctx, name, unit)
+        )
     history = _step_time_against(ctx, ctx.history)[0] if ctx.history else None
     return held_to_history(check, history), effect
 
@@ -120,11 +123,14 @@ def _tokens_per_sec(ctx: Context) -> Check:
         return blocked
     if ctx.partner is None:
         return _tokens_against(ctx, measured)
-    effect = paired.paired_effect(ctx.current, ctx.partner, paired.tokens_per_s, level=ctx.level)
-    if effect is None:
-        check = _too_few_rounds(ctx, name, unit)
-    else:
-        check = judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
+    check = stalled_pair(ctx, name, unit)
+    if check is None:
+        effect = paired.paired_effect(ctx.current, ctx.partner, paired.tokens_per_s, level=ctx.level)
+        check = (
+            judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
+            if effect is not None
+            else _too_few_rounds(ctx, name, unit)
+        )
     history = [b for b in ctx.history if b.tokens_per_s_measured]
     return held_to_history(check, _tokens_against(ctx, history) if history else None)
 
@@ -197,6 +203,9 @@ def _paired_share(ctx: Context, name: str, column: str, limit: float) -> Check:
     """A share of step time (data wait, generation), head minus base per round: warns when clearly up by more
     than the limit in percentage points (a share moves with the step, so it names a mechanism, not a verdict)."""
     assert ctx.partner is not None
+    stalled = stalled_pair(ctx, name, "%")
+    if stalled is not None:
+        return stalled
     points = paired.paired_points(ctx.current, ctx.partner, paired.share_of(column), level=ctx.level)
     if points is None:
         return _too_few_rounds(ctx, name, "%")
@@ -212,6 +221,20 @@ def _paired_share(ctx: Context, name: str, column: str, limit: float) -> Check:
         f"[{points.low_pp:+.1f}, {points.high_pp:+.1f}]) paired over {points.rounds} rounds, "
         f"{'clear' if clear else 'not statistically clear'}",
     )  # fmt: skip
+
+
+def stalled_pair(ctx: Context, name: str, unit: str, current: float | None = None) -> Check | None:
+    """A paired check skipped, saying why, when the base side was stopped or starved in too many rounds to judge
+    the pair (paired.stall_report); None otherwise. A few such rounds are only left out (paired.common_rounds)."""
+    assert ctx.partner is not None
+    said, too_many = paired.stall_report(ctx.current, ctx.partner)
+    if not too_many or said is None:
+        return None
+    fix = (
+        "run the pair again where nothing else computes on its CPUs; code of the head side that stops or starves "
+        "the base side is what this catches (docs/lockstep.md, 'Integrity')"
+    )
+    return skipped(name, "perf", unit, said, current=current, fix=fix)
 
 
 def _too_few_rounds(ctx: Context, name: str, unit: str) -> Check:

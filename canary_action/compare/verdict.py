@@ -94,6 +94,8 @@ def compare(
     verdict, reason = _verdict(current, baselines, checks, describe(perf.differences))
     host_gpu = gpu.step_split(current, perf.usable, partner)
     all_notes = [f"measurement quality: {w}" for w in current.measurement_warnings] + list(notes)
+    stalls = paired.stall_report(current, partner)[0] if partner is not None else None
+    all_notes += [stalls] if stalls else []
     if any(b.format == "rlhf-canary-0.1" for b in baselines):
         all_notes.append(
             "an rlhf-canary 0.1 baseline has no per-step samples or fingerprints: its model, dataset and dtype and "

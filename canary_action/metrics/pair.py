@@ -13,9 +13,9 @@ from pydantic import Field
 
 from canary_action.metrics.schema import Closed
 
-PAIR_RECORD_VERSION: Final = 2
-#: Versions read: 2 added `code` and nothing else.
-READ_PAIR_RECORD_VERSIONS: Final = (1, 2)
+PAIR_RECORD_VERSION: Final = 3
+#: Versions read: 2 added `code`, 3 `head_uid`, and nothing else.
+READ_PAIR_RECORD_VERSIONS: Final = (1, 2, 3)
 Side = Literal["base", "head"]
 ChangeKind = Literal["added", "removed", "modified"]
 
@@ -58,7 +58,7 @@ class CodeDiff(Closed):
 
 
 class PairRecord(Closed):
-    pair_record_version: Literal[1, 2] = PAIR_RECORD_VERSION
+    pair_record_version: Literal[1, 2, 3] = PAIR_RECORD_VERSION
     pair_id: str
     chunk_steps: int
     seed: int = Field(description="Seed of the random orders: which side starts first, and inside each round.")
@@ -69,3 +69,8 @@ class PairRecord(Closed):
     base: SideEnd
     head: SideEnd
     code: CodeDiff | None = Field(None, description="What the head tree changed (None: version 1, or not diffed).")
+    head_uid: int | None = Field(
+        None,
+        description="The user the head side ran as, one of its own (the coordinator was root); None: the "
+        "coordinator's user, or version 1-2.",
+    )

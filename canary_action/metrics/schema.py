@@ -23,6 +23,9 @@ STEP = "step"
 STEP_TIME_S = "perf/step_time_s"
 DATA_WAIT_S = "perf/data_wait_s"
 GENERATION_S = "perf/generation_s"
+#: The process's CPU time over the step (all its threads; time.process_time): beside the step's wall time it shows
+#: a process that was stopped or starved (its CPU time per wall second collapses). Lockstep pairs judge by it.
+CPU_S = "perf/cpu_s"
 NUM_TOKENS = "data/num_tokens"
 NUM_SAMPLES = "data/num_samples"
 LOSS = "train/loss"

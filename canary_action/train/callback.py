@@ -131,6 +131,7 @@ class MetricsCallback(TrainerCallback):
         """When step 1's clock started (perf_counter): the end of the time before the first step."""
         self._train_start = 0.0
         self._last_step_end = 0.0
+        self._last_step_cpu = 0.0
         self._grad_norms: torch.Tensor | None = None
         self._grad_names: list[str] = []
         self._pending: dict[str, float | None] = {}
@@ -146,6 +147,7 @@ class MetricsCallback(TrainerCallback):
         if self.clock is not None:
             self.clock.before_step(1)
         self._last_step_end = self.first_step_at = time.perf_counter()
+        self._last_step_cpu = time.process_time()
 
     def on_pre_optimizer_step(
         self,
@@ -165,12 +167,13 @@ class MetricsCallback(TrainerCallback):
     def on_step_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
         interrupts.raise_if_pending()  # a Ctrl-C swallowed inside the step (a finaliser's) still ends the run
         self.probe.synchronize()
-        now = time.perf_counter()
+        now, cpu = time.perf_counter(), time.process_time()
         step = state.global_step
         counters = self.counters.take()
         row: dict[str, float | None] = {
             m.STEP: float(step),
             m.STEP_TIME_S: now - self._last_step_end,
+            m.CPU_S: cpu - self._last_step_cpu,
             m.NUM_TOKENS: float(counters.num_tokens),
             m.NUM_SAMPLES: float(counters.num_samples),
             m.DATA_WAIT_S: counters.data_wait_s,
@@ -202,7 +205,7 @@ class MetricsCallback(TrainerCallback):
         # Measured after our own bookkeeping, so the callback's cost lands in the next step's time (and in
         # the overhead benchmark), not outside every measurement; after the gate and the work between steps,
         # so waiting and the profiler's start and export (seconds: the trace of every op) land in none.
-        self._last_step_end = time.perf_counter()
+        self._last_step_end, self._last_step_cpu = time.perf_counter(), time.process_time()
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
         if self.clock is not None:  # a stop decided after a step's end (a NaN in its logs): its steps are timed

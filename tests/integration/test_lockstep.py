@@ -26,13 +26,15 @@ CONFIG = Path("canary.yaml")
 #: Long enough for the default tier (min_step_count 20 after the warm-up cut); short enough for CI.
 STEPS = "max_steps=34"
 FACTORY = """
+import sys
 from pathlib import Path
 
 from canary_action.train.builtin.example_factory import build_trainer as plain
 
 
 def build_trainer(context):
-    Path("factory-ran-here").write_text(str(Path.cwd()))
+    Path("factory-ran-here").write_text(str(Path.cwd()))  # its working directory is writable to it
+    print(f"factory ran in {Path.cwd()}", file=sys.stderr)
     return plain(context)
 """
 
@@ -46,10 +48,12 @@ def tree(root: Path, name: str, config: str, **files: str) -> Path:
     return directory
 
 
-def canary_pair(base: Path, head: Path, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def canary_pair(
+    base: Path, head: Path, out: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-m", "canary_action", "pair", str(CONFIG), "--base", str(base), "--head", str(head),
                "-o", str(out), "--set", STEPS, "--json", *args]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, env=env)
 
 
 def pair_dir(out: Path) -> Path:
@@ -203,8 +207,13 @@ def test_a_factory_only_the_head_tree_has_runs_in_the_head_side_and_is_invisible
     base = tree(tmp_path, "base", custom)
     done = canary_pair(base, head, tmp_path / "out", "--set", "max_steps=12", "--threshold-tier", "smoke")
     assert done.returncode in (0, 1), done.stderr[-3000:]
-    assert (head / "factory-ran-here").read_text(encoding="utf-8") == str(head.resolve())
+    # Run as root, the head side is a user of its own that works in its own view of the head tree (a hidden
+    # folder in it, removed at the end): what it writes reaches neither tree.
+    [ran_in] = [line.split(" in ", 1)[1] for line in done.stderr.splitlines() if line.startswith("factory ran in ")]
+    assert ran_in.startswith(str(head.resolve())), ran_in
+    assert not (head / "factory-ran-here").exists()
     assert not (base / "factory-ran-here").exists()
+    assert not list(head.glob(".rlhf-canary-head-*"))
     code = json.loads((pair_dir(tmp_path / "out") / "pair.json").read_text(encoding="utf-8"))["code"]
     changed = {f["path"]: f["change"] for f in code["files"]}
     assert changed == {"team_factory.py": "added", "canary.yaml": "modified"}, "diffed before the sides wrote files"
@@ -265,7 +274,7 @@ from canary_action.train.builtin.example_factory import build_trainer as plain
 
 class StepClock(TrainerCallback):
     def on_step_begin(self, args, state, control, **kwargs):
-        with Path("step-begins.txt").open("a") as log:
+        with (Path(args.output_dir) / "step-begins.txt").open("a") as log:  # the side's run folder: writable
             log.write(f"{time.time_ns()}\\n")
 
 
@@ -288,8 +297,105 @@ def test_the_side_that_ends_first_writes_its_results_before_the_other_trains_its
     assert done.returncode in (0, 1), done.stderr[-3000:]
     written = pair_dir(tmp_path / "out")
     first, second = json.loads((written / "pair.json").read_text(encoding="utf-8"))["rounds"][-1]["order"]
-    trees = {"base": base, "head": head}
-    begins = [int(t) for t in (trees[second] / "step-begins.txt").read_text(encoding="utf-8").split()]
+    [clock] = (written / second).rglob("step-begins.txt")
+    begins = [int(t) for t in clock.read_text(encoding="utf-8").split()]
     assert len(begins) == 8
     last_chunk_starts = begins[-2]  # chunks of 2 steps (the default)
     assert (written / first / "metrics.json").stat().st_mtime_ns <= last_chunk_starts
+
+
+#: A head side that is twice as slow (each step busy-waits as long as it computed: +100 % on any CPU, under any
+#: load) and hides it by stopping the base side: a thread that finds the base side's process and sends it SIGSTOP for
+#: 40 ms of every 50, recording what happened in its run folder.
+STOPPER = """
+import atexit
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+from canary_action.train.builtin.example_factory import build_trainer as plain
+
+DONE = threading.Event()
+
+
+def base_side():
+    for entry in Path("/proc").iterdir():
+        try:
+            parts = (entry / "cmdline").read_bytes().split(b"\\0")
+        except OSError:
+            continue
+        if any(part.endswith(b"/base/side.json") for part in parts):
+            return int(entry.name)
+    return None
+
+
+def stop_it(log):
+    pid = None
+    while pid is None and not DONE.is_set():
+        pid, _ = base_side(), time.sleep(0.01)
+    atexit.register(lambda: (DONE.set(), os.kill(pid, signal.SIGCONT)))
+    stops = 0
+    while not DONE.is_set():
+        try:
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.04)
+            os.kill(pid, signal.SIGCONT)
+        except PermissionError:
+            log.write_text("refused")
+            return
+        except ProcessLookupError:
+            return
+        stops += 1
+        log.write_text(f"stopped {stops} times")
+        time.sleep(0.01)
+
+
+class TwiceAsSlow(TrainerCallback):
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.began = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        until = 2 * time.perf_counter() - self.began
+        while time.perf_counter() < until:
+            pass
+
+
+def build_trainer(context):
+    trainer = plain(context)
+    threading.Thread(target=stop_it, args=(Path(trainer.args.output_dir) / "attack.txt",), daemon=True).start()
+    trainer.add_callback(TwiceAsSlow())
+    return trainer
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the head side gets a user of its own only when the pair runs as root")
+def test_a_head_side_that_stops_the_base_side_is_refused_as_root_and_named_otherwise(tmp_path: Path) -> None:
+    """Run as root (the action's container), the head side is a user of its own: its SIGSTOP is refused and its +100 %
+    is a regression. As one user (not root, or CANARY_PAIR_HEAD_UID=off) the stops land, and the base side's CPU time
+    per wall second shows them: the pair is not judged, never passed."""
+    custom = (REPO / "configs" / "tiny" / "custom.yaml").read_text(encoding="utf-8")
+    base = tree(tmp_path, "base", custom)
+    head = tree(tmp_path, "head", custom.replace("canary_action.train.builtin.example_factory", "stopper"),
+                **{"stopper.py": STOPPER})  # fmt: skip
+
+    isolated = canary_pair(base, head, tmp_path / "isolated")
+    assert isolated.returncode == 1, isolated.stderr[-3000:]
+    [attack] = pair_dir(tmp_path / "isolated").rglob("attack.txt")
+    assert attack.read_text(encoding="utf-8") == "refused"
+    result = json.loads(isolated.stdout)
+    assert result["verdict"] == "regression"
+    assert next(c for c in result["checks"] if c["name"] == "step_time")["status"] == "fail"
+    assert json.loads((pair_dir(tmp_path / "isolated") / "pair.json").read_text(encoding="utf-8"))["head_uid"]
+
+    shared = canary_pair(base, head, tmp_path / "shared", env={**os.environ, "CANARY_PAIR_HEAD_UID": "off"})
+    assert shared.returncode in (0, 1), shared.stderr[-3000:]
+    assert "both sides run as this user" in shared.stderr
+    [attack] = pair_dir(tmp_path / "shared").rglob("attack.txt")
+    assert attack.read_text(encoding="utf-8").startswith("stopped ")
+    result = json.loads(shared.stdout)
+    assert result["verdict"] != "pass"
+    assert any("the base side was stopped or starved" in n for n in result["notes"]), result["notes"]

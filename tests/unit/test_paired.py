@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -26,20 +27,27 @@ PAIR = "tiny-dpo-pair-20261124T150000Z"
 
 def make_pair(
     tmp: Path, *, slowdown: float = 0.0, steps: int = 120, chunk: int = 2, seed: int = 0, wait_share: float = 0.02,
-    head_wait_share: float | None = None, paired: bool = True,
+    head_wait_share: float | None = None, paired: bool = True, base_stalled: Collection[int] = (),
 ) -> tuple[Path, Path]:  # fmt: skip
     """(base, head) metrics.json of one pair: a machine whose speed drifts by +-40 % over the run, hitting
-    both sides' chunk of a round alike, 3 % per-step noise each, and `slowdown` on the head side."""
+    both sides' chunk of a round alike, 3 % per-step noise each, and `slowdown` on the head side. Each step's CPU
+    time is 90 % of its wall time, but in the rounds `base_stalled`, where the base side was stopped for twice its
+    steps' time: its wall time tripled, its CPU time not."""
     rng = random.Random(seed)
     drift = [1 + 0.4 * math.sin(s / 9) + 0.2 * rng.random() for s in range(1, steps + 1)]
+    round_of = [(s - 1) // chunk for s in range(1, steps + 1)]
     paths = []
     for side, factor, wait in (("base", 1.0, wait_share), ("head", 1 + slowdown, head_wait_share or wait_share)):
         times = [0.3 * d * factor * math.exp(rng.gauss(0, 0.03)) for d in drift]
         times[0] = 2.0
+        cpu = [0.9 * t for t in times]
+        if side == "base":
+            times = [3 * t if r in base_stalled else t for t, r in zip(times, round_of, strict=True)]
         series = {
             schema.STEP_TIME_S: times,
+            schema.CPU_S: cpu,
             schema.DATA_WAIT_S: [wait * t for t in times],
-            schema.PAIR_ROUND: [float((s - 1) // chunk) for s in range(1, steps + 1)],
+            schema.PAIR_ROUND: [float(r) for r in round_of],
         }
         pair = {"pair_id": PAIR, "side": side, "chunk_steps": chunk, "tree": f"/trees/{side}"} if paired else None
         metrics = make_metrics(num_steps=steps, series=series, pair=pair, workload={"device": "cpu", "dtype": "fp32"})
@@ -325,3 +333,42 @@ def test_an_untrusted_pairs_base_side_is_its_partner_only(tmp_path: Path) -> Non
     assert result.pairing is not None
     trusted = run_compare(head, [base], tier="nightly")
     assert [b.run_id for b in trusted.baselines] == [f"{PAIR}-base"]
+
+
+def test_rounds_in_which_the_base_side_was_stopped_are_left_out_and_named(tmp_path: Path) -> None:
+    """A head side that stops the base side (SIGSTOP) in some of its turns makes those rounds look like a head
+    speed-up; the base side's CPU time per wall second collapses in them, and they are left out."""
+    stalled = {5, 17, 33}
+    base, head = make_pair(tmp_path, slowdown=0.10, base_stalled=stalled)
+    result = judge(base, head)
+    step = check(result, "step_time")
+    assert step.status == "fail", step.message
+    assert "paired over 57 rounds" in step.message  # 60 steady rounds, 3 left out
+    [note] = [n for n in result.notes if "stopped or starved" in n]
+    assert "in 3 of 60 rounds" in note
+    assert "rounds 5, 17, 33" in note
+    assert "left out of the paired checks" in note
+
+
+def test_a_base_side_stopped_in_many_rounds_leaves_the_pair_unjudged_never_passed(tmp_path: Path) -> None:
+    """Stopped in half its rounds, the base side would hide a +10 % slowdown (those rounds read -60 %): more than a
+    quarter of the rounds stalled, and the paired checks are not judged: neutral, saying why."""
+    base, head = make_pair(tmp_path, slowdown=0.10, base_stalled=set(range(0, 60, 2)))
+    result = judge(base, head)
+    step = check(result, "step_time")
+    assert step.status == "skip"
+    assert "the base side was stopped or starved in 30 of 60 rounds" in step.message
+    assert "Integrity" in (step.fix or "")
+    assert result.verdict == "neutral"
+    # Stopped in every round, its own median is the stalled figure: the head side's (same config, same CPUs) shows it.
+    base, head = make_pair(tmp_path / "all", slowdown=0.10, base_stalled=set(range(60)))
+    step = check(judge(base, head), "step_time")
+    assert step.status == "skip"
+    assert "stopped or starved in 60 of 60 rounds" in step.message
+
+
+def test_an_a_a_pair_with_steady_cpu_flags_no_round(tmp_path: Path) -> None:
+    base, head = make_pair(tmp_path)
+    result = judge(base, head)
+    assert not [n for n in result.notes if "stopped or starved" in n]
+    assert "paired over 60 rounds" in check(result, "step_time").message

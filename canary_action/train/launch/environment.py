@@ -30,14 +30,16 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import site
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from canary_action.errors import ConfigError, TrainingError
+from canary_action.errors import ConfigError, TrainingError, UsageError
 
 #: Variables a child never gets: the action's inputs (the token is one), the runner's credentials, and the
 #: runner's command files (a child writing GITHUB_ENV or GITHUB_PATH would change the job's later steps).
@@ -59,6 +61,15 @@ _CAP_LAST_CAP: Final = Path("/proc/sys/kernel/cap_last_cap")
 #: (the runner user's checkout, caches). Neither lets a process read another's /proc environ or memory.
 _FILE_CAPABILITIES: Final = frozenset({0, 1, 2, 3, 4})
 _CAPABILITY_VERSION_3: Final = 0x20080522
+_PR_SET_KEEPCAPS: Final = 8
+_PR_CAP_AMBIENT_RAISE: Final = 2
+#: CAP_DAC_READ_SEARCH: read any file and search any folder, write none it does not own.
+_CAP_DAC_READ_SEARCH: Final = 2
+#: A lockstep pair's head side runs as a user of its own when the coordinator is root (`head_identity`): this uid
+#: and gid, or the one CANARY_PAIR_HEAD_UID names (a uid no other process on the machine uses); `off` keeps both
+#: sides the coordinator's user.
+HEAD_UID_ENV: Final = "CANARY_PAIR_HEAD_UID"
+DEFAULT_HEAD_UID: Final = 61_471
 _SETUP_TAIL_LINES: Final = 20
 
 
@@ -115,6 +126,81 @@ def unprivileged() -> None:
     _prctl(_PR_SET_NO_NEW_PRIVS, 1)
 
 
+@dataclass(frozen=True)
+class Identity:
+    """Who a child that runs a tree's code is: the coordinator's own user (`uid` None), or a user of its own that
+    may read every file but write only what it was given (`give`) — so that it can neither signal, trace nor read
+    the memory of a process of another user, nor write another's files. Linux, started by root."""
+
+    uid: int | None = None
+
+    def preexec(self) -> None:
+        """preexec_fn: `unprivileged`, then this user (groups none, CAP_DAC_READ_SEARCH alone, kept across exec)."""
+        unprivileged()
+        if self.uid is None:
+            return
+        os.setgroups([])
+        os.setresgid(self.uid, self.uid, self.uid)
+        _prctl(_PR_SET_KEEPCAPS, 1)
+        os.setresuid(self.uid, self.uid, self.uid)
+        _set_capabilities(1 << _CAP_DAC_READ_SEARCH)
+        _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, _CAP_DAC_READ_SEARCH)
+
+    def give(self, path: Path) -> None:
+        """Make `path` (a folder this side writes: its run directory, its scratch) this user's."""
+        if self.uid is not None:
+            os.chown(path, self.uid, self.uid)
+
+    def environment(self, env: Mapping[str, str], home: Path) -> dict[str, str]:
+        """`env` for this user: a home (and so caches: ~/.cache, ~/.triton, the datasets cache) of its own in
+        `home`, the Hugging Face hub cache still the one everyone reads. Unchanged for the coordinator's user."""
+        if self.uid is None:
+            return dict(env)
+        hub = env.get("HF_HOME") or str(Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME", "/root")) / ".cache")
+                                          / "huggingface")  # fmt: skip
+        user = f"rlhf-canary-{self.uid}"  # getpass.getuser() reads it first: the uid has no passwd entry
+        return {**env, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "HF_HOME": hub,
+                "HF_DATASETS_CACHE": str(home / "datasets"), "USER": user, "LOGNAME": user}  # fmt: skip
+
+    def end_leftovers(self) -> None:
+        """Kill every process of this user (what a side's code left running: a daemon forked off), as the user
+        itself: kill(-1) reaches its own processes only. Nothing for the coordinator's user."""
+        if self.uid is None:
+            return
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                os.setresgid(self.uid, self.uid, self.uid)
+                os.setresuid(self.uid, self.uid, self.uid)
+                os.kill(-1, signal.SIGKILL)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+
+
+def head_identity(env: Mapping[str, str] | None = None) -> Identity:
+    """The head side's identity: a user of its own where the coordinator is root on Linux (CANARY_PAIR_HEAD_UID,
+    default DEFAULT_HEAD_UID), unless that variable is `off`; else the coordinator's."""
+    value = (os.environ if env is None else env).get(HEAD_UID_ENV, "").strip()
+    if value == "off" or not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return Identity()
+    if value and not (value.isdigit() and 0 < int(value) < 2**31):
+        raise UsageError(
+            f"{HEAD_UID_ENV}={value!r} is not a user id",
+            fix="give a numeric uid no other process on this machine uses, or `off` to run both sides as root",
+        )
+    return Identity(int(value) if value else DEFAULT_HEAD_UID)
+
+
+def _set_capabilities(bits: int) -> None:
+    """capset(2): effective, permitted and inheritable are `bits` (capabilities 0-31), nothing above."""
+    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)(bits, bits, bits, 0, 0, 0)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
 def _clear_inheritable() -> None:
     """capset(2) with the inheritable set emptied: root's exec keeps inheritable capabilities past the bounding
     set (older Docker releases passed the default set as inheritable)."""
@@ -128,27 +214,33 @@ def _clear_inheritable() -> None:
         libc.capset(header, data)
 
 
-def _prctl(option: int, arg: int) -> None:
+def _prctl(option: int, arg: int, arg2: int = 0) -> None:
     """prctl(2) where there is one (Linux); a refusal (EPERM: nothing to drop) changes nothing and is fine."""
     if not sys.platform.startswith("linux"):
         return
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    libc.prctl(ctypes.c_int(option), ctypes.c_ulong(arg), ctypes.c_ulong(arg2), ctypes.c_ulong(0), ctypes.c_ulong(0))
 
 
-def prepare_setup(command: str, tree: Path, prefix: Path, env: Mapping[str, str]) -> tuple[Path, dict[str, str]]:
-    """Run the setup command in `tree` inside a new environment at `prefix`; (its python, the child env).
+def prepare_setup(
+    command: str, tree: Path, prefix: Path, env: Mapping[str, str], identity: Identity | None = None
+) -> tuple[Path, dict[str, str]]:
+    """Run the setup command in `tree` inside a new environment at `prefix`, as `identity` (default: this
+    process's user, unprivileged); (its python, the child env).
 
     Raises ConfigError (exit 2) when the command fails, with the end of its output.
     """
+    identity = identity or Identity()
     # Made before any of the tree's code runs, and so that none of it can: isolated interpreters (-I: no working
     # directory or PYTHON* variable on the import path, where a tree's `venv.py` or `sysconfig.py` would shadow the
     # standard library's) started outside the tree, with the child's scrubbed environment, unprivileged.
     prefix.parent.mkdir(parents=True, exist_ok=True)
-    _environment_step([sys.executable, "-I", "-m", "venv", "--without-pip", str(prefix)], prefix.parent, env)
+    identity.give(prefix.parent)
+    venv = [sys.executable, "-I", "-m", "venv", "--without-pip", str(prefix)]
+    _environment_step(venv, prefix.parent, env, identity)
     python = prefix / "bin" / "python"
     purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
-    own = Path(_environment_step([str(python), "-I", "-c", purelib], prefix.parent, env).strip())
+    own = Path(_environment_step([str(python), "-I", "-c", purelib], prefix.parent, env, identity).strip())
     image = [p for p in (*site.getsitepackages(), site.getusersitepackages()) if Path(p).is_dir()]
     # addsitedir, not a bare path: the image's own .pth files (an editable install's finder) must run too.
     lines = "".join(f"import site; site.addsitedir({p!r})\n" for p in image)
@@ -160,7 +252,7 @@ def prepare_setup(command: str, tree: Path, prefix: Path, env: Mapping[str, str]
     (prefix / "bin" / "pip").chmod(0o755)
     done = subprocess.run(
         ["/bin/sh", "-c", command], cwd=tree, env=child, capture_output=True, text=True, check=False,
-        preexec_fn=unprivileged,  # the setup command is the pull request's code too
+        preexec_fn=identity.preexec,  # the setup command is the pull request's code too
     )  # fmt: skip
     print(done.stdout + done.stderr, file=sys.stderr, end="")
     if done.returncode != 0:
@@ -174,12 +266,12 @@ def prepare_setup(command: str, tree: Path, prefix: Path, env: Mapping[str, str]
     return python, child
 
 
-def _environment_step(command: list[str], cwd: Path, env: Mapping[str, str]) -> str:
+def _environment_step(command: list[str], cwd: Path, env: Mapping[str, str], identity: Identity) -> str:
     """One step of making the setup environment; its stdout, or TrainingError (exit 3: this machine's Python
     could not make it, no fault of the pull request) with the end of its output."""
     done = subprocess.run(
         command, cwd=cwd, env=dict(env), capture_output=True, text=True, check=False,
-        preexec_fn=unprivileged,  # one thread here: no lock can be held across the fork
+        preexec_fn=identity.preexec,  # one thread here: no lock can be held across the fork
     )  # fmt: skip
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).splitlines()[-_SETUP_TAIL_LINES:])

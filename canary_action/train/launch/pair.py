@@ -23,6 +23,8 @@ import contextlib
 import os
 import random
 import select
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -38,9 +40,16 @@ from canary_action.errors import CanaryError, ConfigError, RunInterrupted, Train
 from canary_action.metrics import schema as m
 from canary_action.metrics.pair import PairRecord, Round, Side, SideEnd
 from canary_action.metrics.stream import rebuild_killed
-from canary_action.train.launch.environment import child_environment, prepare_setup, unprivileged
+from canary_action.train.launch.environment import (
+    HEAD_UID_ENV,
+    Identity,
+    child_environment,
+    head_identity,
+    prepare_setup,
+)
 from canary_action.train.launch.outcome import new_run_dir
 from canary_action.train.launch.pair_side import ERROR_LOG, SideSpec
+from canary_action.train.launch.private_tree import private_tree, remove_private_tree
 from canary_action.train.launch.tree_diff import diff_trees
 
 SIDES: Final[tuple[Side, Side]] = ("base", "head")
@@ -88,6 +97,15 @@ class _Side:
     ended: bool = False
     device: str = "cpu"
     """Where the side trains, as it said once loaded."""
+    identity: Identity = field(default_factory=Identity)
+    """Who the side runs as: the head side a user of its own where the coordinator is root (environment.py)."""
+    ready: bool = False
+    """It said it loaded ("wait 0")."""
+    scratch: Path | None = None
+    """Its home and setup environment (removed when the pair ends)."""
+    view: Path | None = None
+    """Where its code runs from when that is not `tree`: a head side of its own user gets its own view of its tree
+    (private_tree.py; removed when the pair ends)."""
 
 
 def run_pair(
@@ -107,11 +125,10 @@ def run_pair(
         raise UsageError(f"--chunk-steps must be at least 1, got {chunk_steps}", fix="pass 1 or more")
     trees = (base_tree, head_tree)
     sides = [_load_side(name, tree, config_path, overrides) for name, tree in zip(SIDES, trees, strict=True)]
+    sides[1].identity = head_identity()
     pair_id, pair_dir, started = new_run_dir(sides[1].loaded.config, output_dir, kind="pair")
     code = diff_trees(base_tree, head_tree, exclude=[pair_dir.parent])  # before the sides write anything
-    for side in sides:
-        side.run_dir = pair_dir / side.name
-        side.run_dir.mkdir(parents=True, exist_ok=True)
+    _make_places(sides, pair_dir)
     rounds: list[Round] = []
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed
     rng = random.Random(seed)
@@ -120,22 +137,26 @@ def run_pair(
     try:
         resolved = [s.tree for s in sides]
         shared = set(cpus) if cpus else pair_cpus(sides[1].loaded)
-        for side in rng.sample(sides, k=len(sides)):  # who starts (and loads) first is drawn too
-            _start(side, pair_id, started, chunk_steps, trees=resolved, setup=setup)
         deadline = time.monotonic() + START_MARGIN_S + 2 * max(s.loaded.config.timeout_minutes for s in sides) * 60
+        for side in _start_order(sides, rng):
+            _start(side, pair_id, started, chunk_steps, trees=resolved, setup=setup)
+            if side.name == "base" and _head_waits_for_downloads(sides[1]):
+                _await(side, deadline)
         _take_turns(sides, rounds, rng, deadline, shared)
     except TimeoutError as timeout:
         hung = timeout
     except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM from a cancelled job (cli.py): record, then re-raise
         interrupted = stop
     finally:
-        for side in sides:  # each side writes its metrics.json, whatever ended the pair
+        for side in reversed(sides):  # each side writes its metrics.json, whatever ended the pair; the head first
             _finish(side, now=hung is not None or interrupted is not None)
+            _clean(side)
     finished = datetime.now(UTC)
     base, head = sides
     record = PairRecord(
         pair_id=pair_id, chunk_steps=chunk_steps, seed=seed, started_at=_iso(started), finished_at=_iso(finished),
         wall_s=(finished - started).total_seconds(), rounds=rounds, base=_end(base), head=_end(head), code=code,
+        head_uid=head.identity.uid,
     )  # fmt: skip
     (pair_dir / "pair.json").write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if interrupted is not None:
@@ -150,6 +171,24 @@ def run_pair(
     base_error = _side_error(base, pair_dir)
     notes = [f"{base_error.message}: the base side's steps up to then are the baseline"] if base_error else []
     return PairOutcome(pair_dir, record, *paths, error=error, notes=notes)
+
+
+def _make_places(sides: list[_Side], pair_dir: Path) -> None:
+    """Each side's run folder (the head side's its own user's, when it has one) and the head side's view of its
+    tree; or a line saying that both sides run as one user."""
+    for side in sides:
+        side.run_dir = pair_dir / side.name
+        side.run_dir.mkdir(parents=True, exist_ok=True)
+        side.identity.give(side.run_dir)  # the head side writes its own folder only
+    head = sides[1]
+    if head.identity.uid is not None:
+        head.view = private_tree(head.tree, head.identity, exclude=[pair_dir.parent])
+        return
+    print(
+        "rlhf-canary pair: both sides run as this user (not root, or CANARY_PAIR_HEAD_UID=off): the head side's "
+        "code could signal the base side or write its files (docs/lockstep.md, 'Integrity')",
+        file=sys.stderr,
+    )
 
 
 def _load_side(name: Side, tree: Path, config_path: Path, overrides: Sequence[str]) -> _Side:
@@ -170,6 +209,24 @@ def _load_side(name: Side, tree: Path, config_path: Path, overrides: Sequence[st
     return _Side(name=name, tree=tree.resolve(), config_path=path, loaded=loaded, run_dir=Path())
 
 
+def _start_order(sides: list[_Side], rng: random.Random) -> list[_Side]:
+    """Who starts (and loads) first is drawn, but for a head side that must wait for the base side's downloads."""
+    return list(sides) if _head_waits_for_downloads(sides[1]) else rng.sample(sides, k=len(sides))
+
+
+def _head_waits_for_downloads(head: _Side) -> bool:
+    """A head side of its own user writes no shared cache: what its config loads from the Hub (or a custom
+    factory's, which may) is downloaded by the base side first, which loads before it starts."""
+    from canary_action.config.schema import CustomConfig
+    from canary_action.train import hub
+    from canary_action.train.precheck import loaded_names
+
+    if head.identity.uid is None:
+        return False
+    config = head.loaded.config
+    return isinstance(config, CustomConfig) or any(hub.on_hub(n.name, n.kind) for n in loaded_names(config))
+
+
 def pair_cpus(loaded: LoadedConfig) -> set[int]:
     """The CPUs both sides share: the first cpu_threads of those this process may use (all of them with
     cpu_threads: auto). Sharing costs nothing, since only one side computes at a time."""
@@ -181,11 +238,13 @@ def pair_cpus(loaded: LoadedConfig) -> set[int]:
 def _start(
     side: _Side, pair_id: str, started: datetime, chunk_steps: int, *, trees: list[Path], setup: str | None
 ) -> None:
-    env = side_environment(side.tree, trees)
+    side.scratch = scratch = Path(tempfile.mkdtemp(prefix=f"rlhf-canary-{side.name}-"))
+    side.identity.give(scratch)
+    workdir = side.view or side.tree
+    env = side.identity.environment(side_environment(workdir, [*trees, workdir]), home=scratch / "home")
     python = Path(sys.executable)
     if setup:  # each side installs what its own tree asks for, in an environment of its own
-        scratch = Path(tempfile.mkdtemp(prefix=f"rlhf-canary-{side.name}-"))
-        python, env = prepare_setup(setup, side.tree, scratch / "env", env)
+        python, env = prepare_setup(setup, workdir, scratch / "env", env, side.identity)
     tuned = env.get(MALLOC_OPT_OUT) != "default" and all(env.get(k) == v for k, v in MALLOC_ALLOCATOR_ENV.items())
     spec = SideSpec(
         run_id=f"{pair_id}-{side.name}",
@@ -217,11 +276,11 @@ def _start(
     # The sides' training logs go to stderr: stdout belongs to the command's summary.
     side.process = subprocess.Popen(
         command,
-        cwd=side.tree,
+        cwd=workdir,
         env=env,
         stdout=sys.stderr,
         pass_fds=(to_side_r, from_side_w),
-        preexec_fn=unprivileged,  # noqa: PLW1509  # one thread here: no lock can be held across the fork
+        preexec_fn=side.identity.preexec,  # noqa: PLW1509  # one thread here: no lock can be held across the fork
     )
     os.close(to_side_r)
     os.close(from_side_w)
@@ -251,7 +310,8 @@ def _take_turns(sides: list[_Side], rounds: list[Round], rng: random.Random, dea
     Only sides training on the CPU: a GPU side's host work (its launches, the driver's threads) keeps every core.
     """
     for side in sides:
-        _await(side, deadline)
+        if not side.ready:
+            _await(side, deadline)
     for side in sides:
         if side.process is not None and not side.ended and cpus and side.device == "cpu":
             pin_process(side.process.pid, cpus)
@@ -299,6 +359,7 @@ def _await(side: _Side, deadline: float) -> None:
     if len(words) in (2, 3) and words[0] == "wait":
         side.steps = int(words[1])
         side.device = words[2] if len(words) == 3 else side.device
+        side.ready = True
 
 
 def _send(side: _Side, message: str) -> None:
@@ -320,6 +381,8 @@ def _finish(side: _Side, *, now: bool = False) -> None:
                 stream.close()
     if side.process is None:
         return
+    with contextlib.suppress(ProcessLookupError):  # a side someone stopped (SIGSTOP) could not end, nor write
+        os.kill(side.process.pid, signal.SIGCONT)
     if now:
         try:
             side.process.wait(timeout=_NOW_GRACE_S)
@@ -334,7 +397,17 @@ def _finish(side: _Side, *, now: bool = False) -> None:
         except subprocess.TimeoutExpired:
             side.process.kill()
             side.process.wait()
+    # Whatever the side's code left running (a process forked off) ends before anything it wrote is read.
+    side.identity.end_leftovers()
     rebuild_killed(side.run_dir)  # a side killed (SIGKILL, out of memory) left its streamed steps: finish its file
+
+
+def _clean(side: _Side) -> None:
+    """Remove what the side used and nobody reads: its home, its setup environment, its view of its tree."""
+    if side.scratch is not None:
+        shutil.rmtree(side.scratch, ignore_errors=True)
+    if side.view is not None:
+        remove_private_tree(side.view)
 
 
 def _end(side: _Side) -> SideEnd:
@@ -371,6 +444,12 @@ def _side_error(side: _Side, pair_dir: Path) -> CanaryError | None:
     # No error.log when the side never started (its interpreter or `canary_action` itself did not import) or was
     # killed: its traceback, if any, is in the pair's output (the sides log to its stderr).
     read = f"read the traceback in {log}" if log.is_file() else f"read the {side.name} side's lines in the output above"
+    if side.identity.uid is not None and "PermissionError" in what:
+        read += (
+            f"; this side runs as a user of its own (uid {side.identity.uid}) that writes only its copy of its tree, "
+            "its run folder, its home and temporary folders: write there, or run the pair with "
+            f"{HEAD_UID_ENV}=off (docs/lockstep.md, 'Integrity')"
+        )
     return TrainingError(
         f"{where} failed during {status.stage if status else 'start'}: {what}",
         fix=f"{read}; what both sides measured is in {pair_dir}",

@@ -1,0 +1,135 @@
+"""A lockstep head side's user of its own (environment.Identity) and its own view of its tree (private_tree.py).
+
+Run as root (the action's container, and this test machine), the head side may read everything and write only what
+it was given: it cannot signal the base side, nor write the base side's files, the pair's results or either tree.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from canary_action.errors import UsageError
+from canary_action.train.launch.environment import DEFAULT_HEAD_UID, HEAD_UID_ENV, Identity, head_identity
+from canary_action.train.launch.private_tree import private_tree, remove_private_tree
+
+as_root = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.geteuid() != 0, reason="a user of its own needs root on Linux"
+)
+HEAD = Identity(DEFAULT_HEAD_UID)
+
+
+def as_head(code: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-I", "-c", code, *args],
+        capture_output=True, text=True, timeout=60, check=False, preexec_fn=HEAD.preexec,
+    )  # fmt: skip
+
+
+def test_the_head_side_is_a_user_of_its_own_only_as_root() -> None:
+    expected = DEFAULT_HEAD_UID if sys.platform.startswith("linux") and os.geteuid() == 0 else None
+    assert head_identity({}).uid == expected
+    assert head_identity({HEAD_UID_ENV: "off"}).uid is None
+    if expected is not None:
+        assert head_identity({HEAD_UID_ENV: "70000"}).uid == 70000
+        with pytest.raises(UsageError, match="is not a user id"):
+            head_identity({HEAD_UID_ENV: "nobody"})
+
+
+@as_root
+def test_the_head_user_reads_everything_writes_nothing_of_others_and_cannot_signal_them(tmp_path: Path) -> None:
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "config.yaml").write_text("name: x\n", encoding="utf-8")
+    results = tmp_path / "results.json"
+    results.write_text("{}", encoding="utf-8")
+    base_side = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        probe = (
+            "import os, signal, sys\n"
+            "print(os.getuid(), open(sys.argv[1]).read().strip())\n"
+            "for act in (lambda: open(sys.argv[2], 'w'), lambda: os.kill(int(sys.argv[3]), signal.SIGSTOP)):\n"
+            "    try:\n"
+            "        act(); print('allowed')\n"
+            "    except PermissionError:\n"
+            "        print('refused')\n"
+        )
+        done = as_head(probe, str(private / "config.yaml"), str(results), str(base_side.pid))
+    finally:
+        base_side.kill()
+        base_side.wait()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == [f"{DEFAULT_HEAD_UID} name: x", "refused", "refused"]
+    assert results.read_text(encoding="utf-8") == "{}"
+
+
+@as_root
+def test_a_forked_off_process_of_the_head_user_ends_with_the_side(tmp_path: Path) -> None:
+    started = tmp_path / "daemon.pid"
+    tmp_path.chmod(0o777)
+    done = as_head(
+        "import subprocess, sys\n"
+        "quiet = subprocess.DEVNULL\n"
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True,\n"
+        "                     stdin=quiet, stdout=quiet, stderr=quiet)\n"
+        "open(sys.argv[1], 'w').write(str(p.pid))\n",
+        str(started),
+    )
+    assert done.returncode == 0, done.stderr
+    pid = int(started.read_text(encoding="utf-8"))
+    assert _alive(pid)  # outside the side's process group: the side's own end would not take it
+    HEAD.end_leftovers()
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie, waiting for its parent to collect it, has ended)."""
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+@as_root
+def test_the_head_sides_view_of_its_tree_is_writable_to_it_and_leaves_the_tree_alone(tmp_path: Path) -> None:
+    tree = tmp_path / "head"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "pkg" / "model.py").write_text("SPEED = 1\n", encoding="utf-8")
+    (tree / "out").mkdir()  # the pair's output folder inside the tree: left out
+    (tree / "out" / "base.json").write_text("{}", encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (tree / "linked").symlink_to(outside)  # a link out of the tree: kept as a link, its target never given away
+
+    view = private_tree(tree, HEAD, exclude=[tree / "out"])
+
+    assert (view / "pkg" / "model.py").stat().st_ino == (tree / "pkg" / "model.py").stat().st_ino  # linked, not copied
+    assert not (view / "out").exists()
+    assert (view / "linked").is_symlink()
+    assert outside.stat().st_uid == 0
+    assert (view / "pkg").stat().st_uid == DEFAULT_HEAD_UID
+    done = as_head(
+        "import pathlib, sys\n"
+        "view = pathlib.Path(sys.argv[1])\n"
+        "(view / 'build').mkdir(); (view / 'build' / 'wheel').write_text('x')\n"  # pip install . builds in the tree
+        "try:\n"
+        "    (view / 'pkg' / 'model.py').write_text('SPEED = 2')\n"
+        "except PermissionError:\n"
+        "    print('the tree files stay read-only')\n",
+        str(view),
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "the tree files stay read-only"
+    assert (tree / "pkg" / "model.py").read_text(encoding="utf-8") == "SPEED = 1\n"
+    assert not (tree / "build").exists()
+    remove_private_tree(view)
+    assert sorted(p.name for p in tree.iterdir()) == ["linked", "out", "pkg"]
