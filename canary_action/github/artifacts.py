@@ -33,6 +33,9 @@ _MAX_PART_BYTES: Final = 255  # NAME_MAX of Linux file systems
 MAX_DEPTH: Final = 32  # a canary's output is 3 deep; deep names cost the folder check memory as depth squared
 _ENTRY_FACTOR: Final = 4  # entries of the end record: files, and the folders zip tools list beside them
 _EOCD_SEARCH_BYTES: Final = 22 + 65_535 + 56 + 20  # the end record, its longest comment, the zip64 records
+#: The most a central directory entry of an artifact we take can hold: its fixed 46 bytes, a name of MAX_NAME_BYTES
+#: and 1 KiB of extra fields and comment (a canary's entries carry ~36 bytes of them).
+_DIRECTORY_ENTRY_BYTES: Final = 46 + MAX_NAME_BYTES + 1024
 _CHUNK: Final = 2**20
 _FIX: Final = "the artifact is not one the canary wrote: check which job uploaded it; it was not used"
 #: What reading an entry raises on bad data (bz2's decompressor raises OSError). The zip is a download held in
@@ -79,8 +82,10 @@ def _read_directory(archive: Path | IO[bytes]) -> zipfile.ZipFile:
 
 
 def _check_declared_entries(archive: Path | IO[bytes], max_files: int) -> None:
-    """Refuse a zip whose end record declares far more entries (folders included) than a canary's output holds,
-    before zipfile reads its whole central directory into memory (a million entries fit in a small download)."""
+    """Refuse a zip whose end record declares far more entries (folders included) than a canary's output holds, or a
+    central directory larger than that many entries can take, before zipfile reads the directory into memory (a
+    million entries fit in a small download). zipfile reads exactly the declared directory size and parses every
+    entry in it whatever count the record declares: the size is the bound that holds."""
     with archive.open("rb") if isinstance(archive, Path) else contextlib.nullcontext(archive) as f:
         f.seek(0, os.SEEK_END)
         size = f.tell()
@@ -91,11 +96,19 @@ def _check_declared_entries(archive: Path | IO[bytes], max_files: int) -> None:
     if end < 0 or end + 12 > len(tail):
         return  # not a zip: zipfile says so
     declared = int.from_bytes(tail[end + 10 : end + 12], "little")
+    directory = int.from_bytes(tail[end + 12 : end + 16], "little") if end + 16 <= len(tail) else 0
     zip64 = tail.rfind(b"PK\x06\x06", 0, end)
-    if declared == 0xFFFF and zip64 >= 0 and zip64 + 40 <= len(tail):
-        declared = int.from_bytes(tail[zip64 + 32 : zip64 + 40], "little")
+    if zip64 >= 0 and zip64 + 48 <= len(tail):
+        declared = int.from_bytes(tail[zip64 + 32 : zip64 + 40], "little") if declared == 0xFFFF else declared
+        directory = int.from_bytes(tail[zip64 + 40 : zip64 + 48], "little") if directory == 0xFFFFFFFF else directory
     if declared > _ENTRY_FACTOR * max_files:
         raise BaselineError(f"the artifact declares {declared:,} entries, more than a canary writes", fix=_FIX)
+    if directory > _ENTRY_FACTOR * max_files * _DIRECTORY_ENTRY_BYTES:
+        raise BaselineError(
+            f"the artifact's list of entries takes {directory:,} bytes, more than {_ENTRY_FACTOR * max_files:,} "
+            "entries of a canary's output can",
+            fix=_FIX,
+        )
 
 
 def _extract(zf: zipfile.ZipFile, dest: Path, max_files: int, max_file_bytes: int, max_total_bytes: int) -> list[Path]:

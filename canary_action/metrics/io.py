@@ -12,10 +12,10 @@ import math
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import pydantic_core
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from canary_action.errors import MetricsFileError
 from canary_action.files import FileRefusedError, read_regular_file
@@ -23,6 +23,11 @@ from canary_action.metrics.schema import READ_VERSIONS, SCHEMA_VERSION, Metrics
 
 MAX_BYTES: Final = 64 * 2**20  # a 10,000-step run with 40 columns is ~10 MiB; beyond this it is not ours
 _SHOWN_ERRORS: Final = 5
+#: Unknown keys at which a file is refused before the model sees it: the model would make an error object for
+#: each, and 3 million of them took ~26 s and 4 GiB (docs/benchmarks.md).
+FLOOD: Final = 1000
+#: Series columns a run writes: ~40, a few hundred with per-rank columns; more is not a canary's file.
+MAX_COLUMNS: Final = 10_000
 OLD_FORMAT_KEYS: Final = frozenset({"run_id", "perf", "stability"})  # rlhf-canary 0.1's top level
 _RERUN = "re-run the canary with this release to write a current metrics.json"
 
@@ -74,6 +79,7 @@ def read_metrics(path: Path) -> Metrics:
     try:
         data = pydantic_core.from_json(text, allow_inf_nan=False)
         if isinstance(data, dict) and _readable_version(data) and _finite(data.get("config")):
+            _refuse_flood(path, data)
             return Metrics.model_validate(data)
     except (ValueError, RecursionError):  # ValidationError is a ValueError
         pass
@@ -88,6 +94,7 @@ def metrics_from_json(path: Path, data: object) -> Metrics:
             fix="pass the metrics.json that `canary run` wrote",
         )
     _check_version(path, data)
+    _refuse_flood(path, data)
     try:
         return Metrics.model_validate(data)
     except ValidationError as e:
@@ -95,6 +102,53 @@ def metrics_from_json(path: Path, data: object) -> Metrics:
             f"{path} does not match the metrics.json schema (version {SCHEMA_VERSION}): {validation_summary(e)}",
             fix=f"the file was edited or written by a broken writer; {_RERUN}",
         ) from e
+
+
+def _refuse_flood(path: Path, data: dict[str, Any]) -> None:
+    """Refuse a file padded with junk before the model makes an error object for each piece: FLOOD keys that
+    its closed records do not have, or more than MAX_COLUMNS series columns. (A few unknown keys get the model's
+    own messages; the lists stop at their first bad item, schema.FAIL_FAST.)"""
+    series = data.get("series")
+    if isinstance(series, dict) and len(series) > MAX_COLUMNS:
+        raise MetricsFileError(
+            f"{path} is not a metrics.json written by the canary: its series holds {len(series):,} columns "
+            f"(a run writes a few hundred at most)",
+            fix=f"the file was padded or corrupted; {_RERUN}",
+        )
+    found: list[str] = []
+    _unknown_keys(Metrics, data, "", found)
+    if len(found) >= FLOOD:
+        raise MetricsFileError(
+            f"{path} is not a metrics.json written by the canary: {FLOOD:,} keys or more that this schema does not "
+            f"have, such as {', '.join(found[:_SHOWN_ERRORS])}",
+            fix=f"the file was padded or corrupted; {_RERUN}",
+        )
+
+
+def _unknown_keys(model: type[BaseModel], data: dict[str, Any], where: str, found: list[str]) -> None:
+    """Append to `found` the keys of `data` that `model` (a closed record) and the records inside it do not have,
+    as dotted paths; stop at FLOOD."""
+    for key, value in data.items():
+        if len(found) >= FLOOD:
+            return
+        field = model.model_fields.get(key)
+        if field is None:
+            found.append(where + clip_text(str(key), 60))
+            continue
+        inner = _record_in(field.annotation)
+        if inner is not None and isinstance(value, dict):
+            _unknown_keys(inner, value, f"{where}{key}.", found)
+        elif inner is not None and isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    _unknown_keys(inner, item, f"{where}{key}.{i}.", found)
+
+
+def _record_in(annotation: Any) -> type[BaseModel] | None:
+    """The record a field holds (alone, in an Optional or in a list), or None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((found for arg in get_args(annotation) if (found := _record_in(arg)) is not None), None)
 
 
 def validation_summary(error: ValidationError) -> str:

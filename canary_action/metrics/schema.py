@@ -8,9 +8,10 @@ and listed with its kind in `stability.non_finite`.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.types import FailFast
 
 SCHEMA_VERSION: Final = 3
 #: Versions this reader takes: 2 added `pair` (lockstep pairs), 3 the GPU's busy time (summary.gpu_busy_*,
@@ -42,6 +43,9 @@ GPU_UTILIZATION_PCT = "gpu/utilization_pct"
 GPU_BUSY_S = "gpu/busy_s"
 NUM_GPU_KERNELS = "gpu/num_kernels"
 IN_PROFILER_WINDOW = "perf/in_profiler_window"
+#: Lists are validated up to their first bad item: a file padded with millions of bad items would otherwise cost
+#: an error object each (seconds and gigabytes; metrics/io.py refuses junk keys before validating, docs/benchmarks.md).
+FAIL_FAST: Final = FailFast()
 ALGO_PREFIX = "algo/"
 #: Per-rank columns of a multi-process run: f"{RANK_PREFIX}{rank}/compute_s" and f"{RANK_PREFIX}{rank}/comm_s".
 RANK_PREFIX = "dist/rank"
@@ -113,7 +117,7 @@ class EnvFingerprint(Record):
     )
     gpu_driver: str | None = None
     gpu_count: int = 0
-    gpus: list[GPUInfo] = Field(default_factory=list)
+    gpus: Annotated[list[GPUInfo], FAIL_FAST] = Field(default_factory=list)
     container_image: str | None = Field(
         None, description="From CANARY_IMAGE, set by the runner image: its reference, ghcr.io/…:<version>."
     )
@@ -190,7 +194,9 @@ class NonFiniteEvent(Record):
     source: Literal["loss", "grad", "log"]
     key: str = Field(description="The logged key, or 'gradients'.")
     value: Literal["nan", "inf", "-inf"]
-    parameters: list[str] = Field(default_factory=list, description="Parameters with non-finite gradients (first 20).")
+    parameters: Annotated[list[str], FAIL_FAST] = Field(
+        default_factory=list, description="Parameters with non-finite gradients (first 20)."
+    )
 
 
 class GradNormSpike(Record):
@@ -200,12 +206,12 @@ class GradNormSpike(Record):
 
 
 class Stability(Record):
-    non_finite: list[NonFiniteEvent] = Field(default_factory=list)
+    non_finite: Annotated[list[NonFiniteEvent], FAIL_FAST] = Field(default_factory=list)
     num_nan_steps: int = 0
     num_inf_steps: int = 0
     loss_diverged: bool = False
     divergence_step: int | None = None
-    grad_norm_spikes: list[GradNormSpike] = Field(default_factory=list)
+    grad_norm_spikes: Annotated[list[GradNormSpike], FAIL_FAST] = Field(default_factory=list)
 
 
 class ProfiledOp(Record):
@@ -221,7 +227,7 @@ class ProfilerSummary(Record):
     end_step: int
     cpu_time_total_ms: float
     device_time_total_ms: float
-    top_ops: list[ProfiledOp]
+    top_ops: Annotated[list[ProfiledOp], FAIL_FAST]
 
 
 class RankSummary(Record):
@@ -253,7 +259,7 @@ class Distributed(Record):
     world_size: int = Field(ge=1)
     strategy: Literal["ddp", "fsdp", "deepspeed"]
     backend: str | None = Field(None, description="torch.distributed backend: nccl on GPUs, gloo on CPUs.")
-    ranks: list[RankSummary]
+    ranks: Annotated[list[RankSummary], FAIL_FAST]
     slowest_rank: int | None = Field(None, description="The rank with the largest median compute time.")
     rank_imbalance_pct: float | None = Field(
         None, description="(slowest rank's compute - the median rank's compute) / the median rank's, in %."
@@ -296,15 +302,17 @@ class Metrics(Record):
     env: EnvFingerprint
     workload: Workload | None = Field(description="None when the run failed before the model and data were loaded.")
     config: dict[str, Any] = Field(description="The resolved config, every default filled in.")
-    series: dict[str, list[float | None]]
+    series: dict[str, Annotated[list[float | None], FAIL_FAST]]
     summary: Summary | None
     stability: Stability
     profiler: ProfilerSummary | None = None
     distributed: Distributed | None = Field(None, description="Multi-process runs only (num_processes > 1).")
     pair: PairSide | None = Field(None, description="Lockstep pairs only: which side of which pair this run is.")
     status: Status
-    notices: list[str] = Field(default_factory=list, description="Config overrides and ignored keys, said aloud.")
-    measurement_warnings: list[str] = Field(
+    notices: Annotated[list[str], FAIL_FAST] = Field(
+        default_factory=list, description="Config overrides and ignored keys, said aloud."
+    )
+    measurement_warnings: Annotated[list[str], FAIL_FAST] = Field(
         default_factory=list,
         description="Why the figures may be less trustworthy (throttled GPU, shared host...).",
     )

@@ -333,6 +333,11 @@ def base_side():
     return None
 
 
+def say(log, text):  # whole or not at all: the side may end, and this daemon thread with it, at any moment
+    log.with_suffix(".part").write_text(text)
+    os.replace(log.with_suffix(".part"), log)
+
+
 def stop_it(log):
     pid = None
     while pid is None and not DONE.is_set():
@@ -345,12 +350,12 @@ def stop_it(log):
             time.sleep(0.04)
             os.kill(pid, signal.SIGCONT)
         except PermissionError:
-            log.write_text("refused")
+            say(log, "refused")
             return
         except ProcessLookupError:
             return
         stops += 1
-        log.write_text(f"stopped {stops} times")
+        say(log, f"stopped {stops} times")
         time.sleep(0.01)
 
 

@@ -42,6 +42,14 @@ def corrupted(*, deflate_stream: bool = False, method: int | None = None) -> io.
     return io.BytesIO(bytes(raw))
 
 
+def understated(n: int) -> io.BytesIO:
+    """A zip of n entries whose end record declares one: zipfile still reads and parses its whole directory."""
+    raw = bytearray(archive(*((f"d/{i:07d}.json", b"") for i in range(n))).getvalue())
+    end = raw.rindex(b"PK\x05\x06")
+    raw[end + 8 : end + 12] = (1).to_bytes(2, "little") * 2  # entries on this disk, entries in all
+    return io.BytesIO(bytes(raw))
+
+
 def test_a_canary_artifact_comes_out_whole(tmp_path: Path) -> None:
     files = extract_artifact(archive(("run-1/metrics.json", b"{}"), ("run-1/error.log", b"x")), tmp_path / "out")
     assert [p.relative_to(tmp_path / "out").as_posix() for p in files] == ["run-1/metrics.json", "run-1/error.log"]
@@ -71,6 +79,7 @@ def test_a_canary_artifact_comes_out_whole(tmp_path: Path) -> None:
         # Costs bounded before zipfile or the folder check pays them: depth, and entries folders included.
         (lambda: archive(("/".join(["d"] * 33) + "/m.json", b"{}")), "nested over 32 folders deep"),
         (lambda: archive(*((f"d{i}/", b"") for i in range(45))), "declares 45 entries"),
+        (lambda: understated(2000), "list of entries takes"),  # declares 1: its directory's size gives it away
     ],
 )
 def test_a_hostile_artifact_is_refused_and_nothing_is_left(

@@ -210,7 +210,9 @@ def test_sessions_open_and_close_outside_every_measured_step(monkeypatch: pytest
     from canary_action.train.probes import DeviceProbe
 
     device = FakeDevice()
-    monkeypatch.setattr(callback, "time", SimpleNamespace(perf_counter=lambda: device.now))
+    monkeypatch.setattr(
+        callback, "time", SimpleNamespace(perf_counter=lambda: device.now, process_time=lambda: device.now)
+    )
     monkeypatch.setattr(gpu_time, "profile", device.session)
     source = Source(ProfilerActivity.CUDA, device.mark, list, lambda: None)
     clock = KernelClock(session_steps=Gate.chunk_steps if paired else 3, source=source)  # as run.py makes it

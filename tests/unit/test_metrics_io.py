@@ -163,6 +163,32 @@ def test_many_validation_errors_are_cut_short(tmp_path: Path) -> None:
     assert "... and 4 more" in message
 
 
+@pytest.mark.parametrize("where", ["top", "summary", "stability.grad_norm_spikes.0"])
+def test_a_file_padded_with_unknown_keys_is_refused_before_the_model_sees_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Millions of junk keys made the model build an error object each (26 s and 4 GiB for 3 million): a flood is
+    refused by counting, and the model is never asked."""
+    doc = make_metrics().model_dump(mode="json")
+    doc["stability"]["grad_norm_spikes"] = [{"step": 3, "value": 9.0, "reference": 1.0}]
+    target = doc if where == "top" else doc[where] if "." not in where else doc["stability"]["grad_norm_spikes"][0]
+    target.update({f"junk_{i}": i for i in range(io.FLOOD)})
+    monkeypatch.setattr(Metrics, "model_validate", lambda *_: pytest.fail("the model validated a flood"))
+    message = read_error(write_json(tmp_path / "metrics.json", doc))
+    prefix = "" if where == "top" else f"{where}."
+    assert f"1,000 keys or more that this schema does not have, such as {prefix}junk_0, {prefix}junk_1" in message
+
+
+def test_a_series_of_too_many_columns_or_bad_items_is_refused_at_once(tmp_path: Path) -> None:
+    doc = make_metrics().model_dump(mode="json")
+    doc["series"] |= {f"junk/{i}": [] for i in range(io.MAX_COLUMNS)}
+    assert "columns (a run writes a few hundred at most)" in read_error(write_json(tmp_path / "wide.json", doc))
+    doc = make_metrics().model_dump(mode="json")
+    doc["series"]["train/loss"] = ["x"] * 100_000  # each list stops at its first bad item: one error, not 100,000
+    message = read_error(write_json(tmp_path / "long.json", doc))
+    assert "1 error\n  - series.train/loss.0: " in message
+
+
 def test_untrusted_keys_cannot_forge_log_lines(tmp_path: Path) -> None:
     doc = {**make_metrics().model_dump(mode="json"), "x\n::error title=pwned::": 1}
     message = read_error(write_json(tmp_path / "metrics.json", doc))

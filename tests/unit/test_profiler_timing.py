@@ -69,7 +69,9 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fresh = Clock()
     monkeypatch.setattr(SlowProfile, "clock", fresh)
     monkeypatch.setattr(SlowProfile, "started", 0)
-    monkeypatch.setattr(callback, "time", SimpleNamespace(perf_counter=fresh.perf_counter))
+    monkeypatch.setattr(
+        callback, "time", SimpleNamespace(perf_counter=fresh.perf_counter, process_time=fresh.perf_counter)
+    )
     monkeypatch.setattr(profiler, "profile", SlowProfile)
     return fresh
 

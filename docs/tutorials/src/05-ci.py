@@ -433,7 +433,7 @@ fake.add_merge_base(PR_HEAD, f"{1:x}" * 40)
 # blunt regression, on purpose: separate runs on a shared CPU drift by tens of percent, and with a handful of
 # baselines the gate widens its limit to match (the [quickstart](01-quickstart.ipynb) shows how). Its checkout
 # is what the measure job sees. The publishing job's checkout is the **default branch's** `canary.yaml`,
-# unchanged.
+# unchanged — and that config, not the pull request's, decides how the pull request is judged (below).
 
 # %%
 PR_CHECKOUT, MAIN_CHECKOUT = WORK / "measure-workspace", WORK / "publish-workspace"
@@ -575,7 +575,26 @@ def publish(step: str, event: str = "pull_request_target", event_payload: Path =
     return done, outputs_of(step), [f"{r.method} {r.path}" for r in fake.requests[before:]]
 
 
-published, report_outputs, report_requests = publish("publish")
+changed, _, changed_requests = publish("publish")
+print(changed.stdout.strip()[-1200:])
+print("exit", changed.returncode, "| written:", [r for r in changed_requests if not r.startswith("GET")])
+refusal = fake.check_runs[-1]
+print(f"check run {refusal['name']!r}: {refusal['conclusion']} - {refusal['output']['title']}")
+
+# %% [markdown]
+# **Refused: the pull request changed its canary config.** The measured run's config differs from the default
+# branch's `canary.yaml` in a key that decides how a run is judged (everything but `name`, `description` and
+# `thresholds`). A pull request that set `max_steps: 6` or `batch_size: 16` would make its run incomparable
+# with the baselines, and an incomparable run is *neutral*, which passes a required check: so the publish job
+# fails the check instead, naming each changed key, and exits 2. The check run is there, on the pull request's
+# head commit; no comment is written.
+#
+# Here the change is the tutorial's planted wait, and a maintainer who has read it accepts it **for this
+# commit only**: `accept-config-change: <the head SHA>` (in `docs/examples/rerun.yml` a checkbox of the manual
+# rerun, which passes the SHA it resolved). A later push is refused again until someone looks at it.
+
+# %%
+published, report_outputs, report_requests = publish("publish", accept_config_change=PR_HEAD)
 print(published.stdout[-1500:])
 print("exit", published.returncode, "| verdict:", report_outputs.get("verdict"))
 print("\n".join(report_requests))
@@ -601,7 +620,7 @@ def shown(value: object, limit: int = 300) -> object:
     return value
 
 
-writes = [r for r in fake.requests if r.method in ("POST", "PATCH")]
+writes = [r for r in fake.requests[-len(report_requests) :] if r.method in ("POST", "PATCH")]  # the accepted publish
 for request in writes:
     print(f"{request.method} {request.path}\n{json.dumps(shown(request.body), indent=2, ensure_ascii=False)}\n")
 
@@ -611,7 +630,7 @@ for request in writes:
 # marker, among the comments this token wrote, and updated in place.
 
 # %%
-again, _, again_requests = publish("publish-again")
+again, _, again_requests = publish("publish-again", accept_config_change=PR_HEAD)
 print("exit", again.returncode)
 print("\n".join(r for r in again_requests if not r.startswith("GET")))
 print(f"check runs on {PR_HEAD[:12]}: {len(fake.check_runs)}; comments on #2: {len(fake.comments[2])}")
@@ -621,9 +640,17 @@ print(f"check runs on {PR_HEAD[:12]}: {len(fake.check_runs)}; comments on #2: {l
 # pull request's head commit (not the merge or base commit), named after the default branch's config, and
 # concluded as the verdict says; one sticky comment, updated in place by the second publish; every request
 # within GitHub's OpenAPI description.
+assert changed.returncode == 2, changed.stdout[-3000:]
+assert (refusal["conclusion"], refusal["head_sha"]) == ("failure", PR_HEAD)
+assert refusal["output"]["title"] == "rlhf-canary: the pull request changes its canary config"
+assert r"fault\_injection.sleep\_s\_per\_step: 0.0 → 1.0" in refusal["output"]["summary"]  # as Markdown
+assert [r for r in changed_requests if not r.startswith("GET")] == [
+    "POST /repos/Codertocat/Hello-World/check-runs",
+    f"PATCH /repos/Codertocat/Hello-World/check-runs/{refusal['id']}",
+]
 verdict = report_outputs["verdict"]
 comment = fake.comments[2][0]
-check = fake.check_runs[0]
+check = fake.check_runs[1]
 assert verdict == "regression", published.stdout[-3000:]
 assert published.returncode == 1
 assert {"success": "pass", "failure": "regression"}[check["conclusion"]] == verdict
@@ -631,7 +658,7 @@ assert (check["name"], check["head_sha"], check["status"]) == ("rlhf-canary (tin
 assert comment["body"].splitlines()[0] == "<!-- rlhf-canary:sticky:tiny-sft -->"
 assert f"rlhf-canary **{verdict}**" in comment["body"]
 assert len(fake.comments[2]) == 1
-assert len(fake.check_runs) == 2
+assert len(fake.check_runs) == 3
 assert any(r.startswith("PATCH /repos/Codertocat/Hello-World/issues/comments/") for r in again_requests)
 assert not any(r.startswith("POST /repos/Codertocat/Hello-World/issues/") for r in again_requests)
 assert [r for r in report_requests if r.startswith("POST")] == [
@@ -759,7 +786,7 @@ assert not [r for r in moved_requests if not r.startswith("GET")]
 assert forged.returncode == 2, forged.stdout[-2000:]
 assert "not the measured-workflow" in forged.stdout
 assert not [r for r in forged_requests if not r.startswith("GET") or "/artifacts" in r]
-assert len(fake.check_runs) == 2
+assert len(fake.check_runs) == 3
 assert len(fake.comments[2]) == 1
 assert fake.violations == [], fake.violations
 server.stop()

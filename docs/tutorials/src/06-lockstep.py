@@ -61,7 +61,8 @@ print(f"config {CONFIG}\nwork in {WORK.resolve()}")
 # ## Two trees: the base commit and the pull request
 #
 # `canary pair CONFIG --base BASE_TREE --head HEAD_TREE` reads `CONFIG` inside each tree, since a pull request
-# may change it, and trains each side with its own tree as the working directory and first on the import path.
+# may change it, and trains each side with its own tree as the working directory and on the import path (after the
+# installed packages).
 # In CI the trees are two checkouts (the action makes the base one a git worktree). Here the pull request changes
 # only the config, so a tree is a folder holding one file: the quickstart's tiny SFT canary as `canary.yaml` — the
 # base tree gets it as it is, the head tree with a planted slowdown (below). The canary's own code comes from
