@@ -28,14 +28,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 _READER = """
-import resource, sys, time
+import sys, time
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from canary_action.errors import CanaryError
 from canary_action.github.artifacts import extract_artifact
 from canary_action.metrics.io import read_metrics
 path = Path(sys.argv[2])
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def peak_mib():  # this process's own high-water mark (ru_maxrss can carry the parent's over fork and exec)
+    status = Path("/proc/self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) / 1024
+before = peak_mib()
 start = time.perf_counter()
 try:
     if path.suffix == ".zip":
@@ -46,7 +49,7 @@ try:
     outcome = "accepted"
 except CanaryError:
     outcome = "refused"
-grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+grown = peak_mib() - before
 print(outcome, time.perf_counter() - start, grown)
 """
 

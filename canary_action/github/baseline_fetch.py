@@ -108,7 +108,7 @@ def fetch_baselines(
     artifacts = RunArtifacts(client, repository)
     merge_base: MergeBase | None = None
     if run_id is not None:
-        runs = [client.request("GET", f"/repos/{repository}/actions/runs/{run_id}").body]
+        runs = _named_run(client, repository, run_id, branch, fetched.notes)
     elif workflow_file is None:
         fetched.notes.append("the running workflow's file is unknown (GITHUB_WORKFLOW_REF unset): no baseline search")
         return fetched
@@ -230,6 +230,31 @@ def _baseline_runs(
         notes.append(f"left out {len(by_event) - len(kept)} run(s) of another branch, commit or repository")
     kept.sort(key=lambda r: str(r.get("created_at", "")), reverse=True)
     return kept
+
+
+def _named_run(
+    client: GitHubClient, repository: str, run_id: int, branch: str, notes: list[str]
+) -> list[dict[str, Any]]:
+    """The run `baseline-run-id` names, if it is a baseline as a search would have found it: a successful run of
+    `branch` of this repository, started by push, schedule or workflow_dispatch. A pull request's run (its
+    artifact holds that pull request's numbers), a failed run or a fork's is left out, with a note."""
+    run = client.request("GET", f"/repos/{repository}/actions/runs/{run_id}").body
+    if not isinstance(run, dict):
+        return []
+    wrong = [
+        f"it was started by {clip_text(str(run.get('event')), 40)}" if run.get("event") not in BASELINE_EVENTS else "",
+        f"it ended {clip_text(str(run.get('conclusion')), 40)}" if run.get("conclusion") != "success" else "",
+        f"it ran on {clip_text(str(run.get('head_branch')), 80)}" if run.get("head_branch") != branch else "",
+        "it ran another repository's code" if not _same_repository(run, repository) else "",
+    ]
+    if not any(wrong):
+        return [run]
+    notes.append(
+        f"baseline-run-id {run_id} is not a baseline: {'; '.join(w for w in wrong if w)}. A baseline is a successful "
+        f"run of {branch} in this repository started by push, schedule or workflow_dispatch: name one of those, or "
+        "leave baseline-run-id empty to search"
+    )
+    return []
 
 
 def _same_repository(run: dict[str, Any], repository: str) -> bool:

@@ -7,6 +7,7 @@ parsed, and every failure is a MetricsFileError naming the file, the cause and t
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -128,20 +129,26 @@ def _refuse_flood(path: Path, data: dict[str, Any]) -> None:
 def _unknown_keys(model: type[BaseModel], data: dict[str, Any], where: str, found: list[str]) -> None:
     """Append to `found` the keys of `data` that `model` (a closed record) and the records inside it do not have,
     as dotted paths; stop at FLOOD."""
+    fields = _records_of(model)
     for key, value in data.items():
         if len(found) >= FLOOD:
             return
-        field = model.model_fields.get(key)
-        if field is None:
+        if key not in fields:
             found.append(where + clip_text(str(key), 60))
             continue
-        inner = _record_in(field.annotation)
+        inner = fields[key]
         if inner is not None and isinstance(value, dict):
             _unknown_keys(inner, value, f"{where}{key}.", found)
         elif inner is not None and isinstance(value, list):
             for i, item in enumerate(value):
                 if isinstance(item, dict):
                     _unknown_keys(inner, item, f"{where}{key}.{i}.", found)
+
+
+@functools.cache
+def _records_of(model: type[BaseModel]) -> dict[str, type[BaseModel] | None]:
+    """A record's keys, each with the record it holds (or None)."""
+    return {name: _record_in(field.annotation) for name, field in model.model_fields.items()}
 
 
 def _record_in(annotation: Any) -> type[BaseModel] | None:

@@ -297,6 +297,36 @@ def test_baseline_run_id_is_used_alone_without_a_merge_base_lookup(runner: Runne
     assert not [r for r in fake_github.requests if "/compare/" in r.path]
 
 
+@pytest.mark.parametrize(
+    ("run", "said"),
+    [
+        ({"event": "pull_request_target"}, "it was started by pull_request_target"),
+        ({"conclusion": "failure"}, "it ended failure"),
+        ({"branch": "changes"}, "it ran on changes"),
+        ({"head_repo": FORK}, "it ran another repository's code"),
+    ],
+)
+def test_a_baseline_run_id_that_names_no_baseline_is_left_out_and_said(
+    runner: Runner, fake_github: FakeGitHub, run: dict[str, str], said: str
+) -> None:
+    """A pull request's run (its artifact holds the pull request's own numbers), a failed run, another branch's
+    or a fork's: never a baseline, named or searched."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    conclusion = run.pop("conclusion", "success")
+    named = add_run(fake_github, 1, day=11, **run)
+    fake_github.workflow_runs[-1]["conclusion"] = conclusion
+
+    done = runner.run("pull_request", "pull_request.opened.json", baseline_run_id=str(named))
+
+    assert done.code == 0, done.log
+    result = done.result()
+    assert result.baselines == []
+    assert result.verdict == "neutral"
+    [note] = [n for n in result.notes if n.startswith(f"baseline-run-id {named} is not a baseline")]
+    assert said in note
+    assert not [r for r in fake_github.requests if r.path.endswith("/artifacts")]
+
+
 def test_with_no_baseline_the_snippet_names_the_baseline_workflow(runner: Runner, fake_github: FakeGitHub) -> None:
     fake_github.add_workflow_run(workflow_file="nightly.yml", event="schedule")  # it ran, but uploaded nothing
 

@@ -42,7 +42,10 @@ from typing import Final
 from canary_action.errors import ConfigError, TrainingError, UsageError
 
 #: Variables a child never gets: the action's inputs (the token is one), the runner's credentials, and the
-#: runner's command files (a child writing GITHUB_ENV or GITHUB_PATH would change the job's later steps).
+#: runner's command files' paths. Leaving the paths out is defence in depth, not a boundary: the files sit in a
+#: known folder of the runner (/github/file_commands in a Docker action), and a child keeps the file-access
+#: capabilities, so one that looks can still write GITHUB_ENV or GITHUB_PATH and change the job's later steps.
+#: Hence the measure job's later steps hold no token and run nothing they trust (docs/action.md, "Trust").
 SECRET_PREFIXES: Final = ("INPUT_", "ACTIONS_")
 SECRET_NAMES: Final = frozenset({
     "GITHUB_TOKEN", "GH_TOKEN", "CANARY_GITHUB_TOKEN",
