@@ -492,6 +492,7 @@ def init_config(out: str, training_type: str, tier: str, builtin: bool, force: b
     """Write a sample config to OUT (its folders created): every key of the type's schema, each commented with
     its description, with its default or the sample's value."""
     from canary_action.config.load import write_sample_config
+    from canary_action.train.precheck import has_value_model_ppo, no_value_model_ppo
 
     path = Path(out)
     if out.endswith(("/", os.sep)):
@@ -501,8 +502,12 @@ def init_config(out: str, training_type: str, tier: str, builtin: bool, force: b
         )
     if path.exists() and not force:
         raise UsageError(f"{path} exists", fix="choose another path, or pass --force to overwrite it")
-    write_output(path, write_sample_config(training_type, tier, builtin=builtin), flag="OUT")
+    write_output(path, write_sample_config(training_type, tier, builtin=builtin), flag="OUT", example="canary.yaml")
     assets = "builtin model and data: runs offline" if builtin else "model and data from the Hub"
+    if training_type == "ppo" and not has_value_model_ppo():
+        assets = "but the installed TRL has no value-model PPO: `canary run` refuses it"
+        refusal = no_value_model_ppo()
+        click.echo(f"note: {refusal.message}\n  fix: {refusal.fix}", err=True)
     click.echo(f"wrote {path} ({training_type}, {tier} tier, {assets})")
 
 

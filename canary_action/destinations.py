@@ -29,11 +29,12 @@ def output_folder(path: Path, *, flag: str) -> Path:
     return path
 
 
-def write_output(path: Path, text: str, *, flag: str) -> None:
-    """Write a report to `path` (its folder created). A link to an existing file is written through, as `>` does."""
+def write_output(path: Path, text: str, *, flag: str, example: str = "report.md") -> None:
+    """Write a report (or the file named like `example`) to `path`, its folder created. A link to an existing
+    file is written through, as `>` does."""
     _refuse_dangling(path, flag=flag)
     if path.is_dir():
-        raise UsageError(f"{flag} {path} is a folder", fix=f"pass a file path to {flag}, e.g. {path / 'report.md'}")
+        raise UsageError(f"{flag} {path} is a folder", fix=f"pass a file path to {flag}, e.g. {path / example}")
     _make_folder(path.parent, flag=flag)
     try:
         path.write_text(text, encoding="utf-8")

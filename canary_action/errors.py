@@ -21,6 +21,7 @@ class CanaryError(Exception):
         self.message = message
         self.fix = fix
         self.docs = docs
+        self.annotated = False  # the action has shown it as an error annotation already (on the file it is about)
 
     def render(self) -> str:
         lines = [f"{self.title}: {self.message}"]
@@ -45,6 +46,19 @@ class ConfigError(CanaryError):
         body = "".join(f"\n  - {e}" for e in self.errors)
         tail = (f"\n  fix: {self.fix}" if self.fix else "") + (f"\n  see: {self.docs}" if self.docs else "")
         return head + body + tail
+
+
+class ThresholdFileError(ConfigError):
+    """A threshold file (--threshold-file, the action's `thresholds` input) is missing or invalid."""
+
+    title = "invalid threshold file"
+
+
+class ModelUnavailableError(ConfigError):
+    """The model or data the config names is not in the Hugging Face cache and cannot be fetched (the Hub is
+    unreachable, or offline mode is on): the config may be right, the machine cannot serve it."""
+
+    title = "model or data unavailable"
 
 
 class TemplateError(ConfigError):

@@ -22,6 +22,7 @@ from canary_action.compare.result import Check, Interval
 from canary_action.compare.runs import RunData
 from canary_action.compare.stats import Decision, Effect, Sample, compare_levels, judge, judge_paired, prior_ratio
 from canary_action.metrics import schema as m
+from canary_action.metrics.io import counted
 
 TOKENS_PER_STEP_SAME = 0.005  # within 0.5 %: the same batches, so tokens/s is step time in other units
 MIRROR_SHARE = 0.5  # tokens per step within half the tokens/s limit: a tokens/s failure would be step time's
@@ -181,7 +182,7 @@ def _first_step(ctx: Context, step_time: Effect | None) -> Check:
     spread = noise_margin(logs, k)
     allowed = max(limit, 100 * math.expm1(max(spread, run_noise)))
     status = "warn" if change > allowed else "pass"
-    note = _widened_note(limit, allowed, len(values))
+    note = _widened_note(limit, allowed, len(values), "%")
     if run_noise > spread:
         note = f"widened from {limit:g} % to {allowed:.1f} % = {k:g} × the step-time comparison's noise for one step"
     return Check(
@@ -260,7 +261,7 @@ def _points(ctx: Context, name: str, get: Callable[[RunData], float | None], lim
     return Check(
         name=name, group="perf", status=status, unit="%", baseline=base, current=current, delta=current - base,
         delta_pct=pct(current - base, base), threshold=worse * allowed, threshold_unit="pp",
-        threshold_note=_widened_note(limit, allowed, len(values)) if allowed > limit else None,
+        threshold_note=_widened_note(limit, allowed, len(values), "pp") if allowed > limit else None,
         message=f"{name.replace('_', ' ')} {base:.1f} % → {current:.1f} % ({current - base:+.1f} points)",
     )  # fmt: skip
 
@@ -335,8 +336,8 @@ def _noise_note(effect: Effect, limit: float, applied: float, k: float) -> str:
     return f"widened from {limit:g} % to {applied:.1f} % = {k:g} × the comparison's noise ({spread})"
 
 
-def _widened_note(limit: float, applied: float, n: int) -> str:
-    return f"widened from {limit:g} to {applied:.1f}: the {n} baselines spread that much"
+def _widened_note(limit: float, applied: float, n: int, unit: str) -> str:
+    return f"widened from {limit:g} {unit} to {applied:.1f} {unit}: the {counted(n, 'baseline')} spread that much"
 
 
 def _blocked(ctx: Context, name: str, unit: str, num_steady: int) -> Check | None:

@@ -24,7 +24,7 @@ from canary_action.config.sample import write_sample_config
 from canary_action.config.schema import FAMILIES, LEGACY_ALGORITHM_KEYS, CanaryConfig, CommonConfig
 from canary_action.config.source import line_finder, read_yaml
 from canary_action.config.thresholds import ThresholdFile
-from canary_action.errors import ConfigError
+from canary_action.errors import ConfigError, ThresholdFileError
 
 __all__ = [
     "LoadedConfig",
@@ -81,7 +81,14 @@ def parse_config(data: object, *, source: str, overrides: Sequence[str] = ()) ->
 
 
 def load_threshold_file(path: Path) -> ThresholdFile:
-    """A thresholds YAML file: an optional `base_tier` plus any threshold keys."""
+    """A thresholds YAML file: an optional `base_tier` plus any threshold keys. ThresholdFileError otherwise."""
+    try:
+        return _threshold_file(path)
+    except ConfigError as e:
+        raise ThresholdFileError(e.message, errors=e.errors, fix=e.fix, docs=e.docs) from None
+
+
+def _threshold_file(path: Path) -> ThresholdFile:
     text, data = read_yaml(path, what="threshold file")
     if not isinstance(data, dict):
         raise _not_a_mapping(str(path), data, example="`base_tier: smoke` then `max_tps_drop_pct: 10`")

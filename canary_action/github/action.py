@@ -88,7 +88,8 @@ def main(
             )
         return run_mode(step, trainer or ChildTrainer(runner.workspace, inputs.setup), publish=mode == "run")
     except CanaryError as error:
-        log.annotate("error", error.render(), title=error.title)
+        if not error.annotated:
+            log.annotate("error", error.render(), title=error.title)
         return exit_code(error)
     except Exception:  # a bug: the traceback helps most, and it must not read as a regression (exit 1)
         log.line(traceback.format_exc())

@@ -23,7 +23,7 @@ from typing import Any, Final
 from canary_action.errors import BaselineError, GitHubError
 from canary_action.github.artifacts import extract_artifact
 from canary_action.github.client import GitHubClient
-from canary_action.metrics.io import clip_text
+from canary_action.metrics.io import clip_text, counted
 
 BASELINE_EVENTS: Final = frozenset({"push", "schedule", "workflow_dispatch"})
 MAX_ARTIFACT_BYTES: Final = 64 * 2**20  # a canary's results are a few MiB; a profiler trace at most tens
@@ -221,13 +221,14 @@ def _baseline_runs(
     listed = [r for r in runs if isinstance(r, dict)]
     by_event = [r for r in listed if r.get("event") in BASELINE_EVENTS]
     if len(by_event) < len(runs):
-        notes.append(f"left out {len(runs) - len(by_event)} run(s) of {branch} started by other events (pull requests)")
+        others = counted(len(runs) - len(by_event), "run")
+        notes.append(f"left out {others} of {branch} started by other events (pull requests)")
     # GitHub filters by branch and commit already; checked again, with the repository: a fork's run of a branch
     # of the same name is the fork's code
     kept = [r for r in by_event if r.get("head_branch") == branch and _same_repository(r, repository)]
     kept = [r for r in kept if head_sha is None or r.get("head_sha") == head_sha]
     if len(kept) < len(by_event):
-        notes.append(f"left out {len(by_event) - len(kept)} run(s) of another branch, commit or repository")
+        notes.append(f"left out {counted(len(by_event) - len(kept), 'run')} of another branch, commit or repository")
     kept.sort(key=lambda r: str(r.get("created_at", "")), reverse=True)
     return kept
 

@@ -218,6 +218,7 @@ def read_config(step: Step) -> LoadedConfig:
         loaded = load_config(step.runner.workspace / step.inputs.config)
     except ConfigError as e:
         step.log.annotate("error", e.render(), title=e.title, file=step.inputs.config)
+        e.annotated = True
         raise
     for notice in loaded.notices:
         step.log.annotate("notice", notice, title="rlhf-canary config")

@@ -286,6 +286,11 @@ def clip_text(text: str, limit: int) -> str:
     return escaped if len(escaped) <= limit else escaped[: limit - 1] + "…"
 
 
+def counted(n: int, noun: str) -> str:
+    """(1, "run") -> '1 run'; (3, "run") -> '3 runs'."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def listed(versions: tuple[int, ...]) -> str:
     """(1, 2, 3) -> '1, 2 and 3'."""
     *first, last = map(str, versions)

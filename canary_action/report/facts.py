@@ -4,6 +4,7 @@ at the end of every report (the runs, the pairing or the noise, the host/GPU spl
 from __future__ import annotations
 
 from canary_action.compare.result import CompareResult, RunRef, StepSplit
+from canary_action.metrics.io import counted
 from canary_action.report.escape import Md, code, text
 
 
@@ -62,7 +63,7 @@ def facts(result: CompareResult) -> list[Md]:
     ]  # fmt: skip
     if result.baselines:
         shas = ", ".join(f"`{code(b.git_sha[:12])}`" for b in result.baselines if b.git_sha) or "unknown commits"
-        facts.append(Md(f"Baselines: {len(result.baselines)} run(s) — {shas}"))
+        facts.append(Md(f"Baselines: {counted(len(result.baselines), 'run')} — {shas}"))
     if result.pairing is not None:
         pairing = result.pairing
         facts.append(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from canary_action.metrics.io import counted
+
 #: Clock event (throttle) reasons that slow a GPU for reasons outside the workload. Power capping under load
 #: and an idle GPU's low clocks are normal and not listed. Values: nvml.h, nvmlClocksEventReason*.
 SLOWDOWNS: Final = {
@@ -44,7 +46,7 @@ def _ecc_errors(nvml: Any, handle: Any, _: int) -> list[str]:
     count = int(nvml.nvmlDeviceGetTotalEccErrors(handle, kind, counter))
     if not count:
         return []
-    return [f"the GPU reports {count} uncorrected ECC error(s) since the driver loaded: check or drain it"]
+    return [f"the GPU reports {counted(count, 'uncorrected ECC error')} since the driver loaded: check or drain it"]
 
 
 def _other_processes(nvml: Any, handle: Any, own_contexts: int) -> list[str]:

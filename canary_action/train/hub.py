@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
 
-from canary_action.errors import DOCS, ConfigError
+from canary_action.errors import DOCS, ModelUnavailableError
 from canary_action.train.builtin import catalog
 
 Kind = Literal["model", "tokenizer", "dataset"]
@@ -127,7 +127,7 @@ def decide(
     missing = [n for n in names if not cached(n)]
     forbidden = [n for n in missing if offline(n)]
     if forbidden:
-        raise ConfigError(
+        raise ModelUnavailableError(
             f"offline mode (HF_HUB_OFFLINE) is on and the Hugging Face cache ({cache}) does not have what the "
             "config names:",
             errors=_listed(forbidden),
@@ -138,7 +138,7 @@ def decide(
         return None
     why = reach(missing)
     if why is not None and missing:
-        raise ConfigError(
+        raise ModelUnavailableError(
             f"the Hugging Face Hub cannot be reached ({why}) and the Hugging Face cache ({cache}) does not have "
             "what the config names:",
             errors=_listed(missing),

@@ -74,9 +74,12 @@ def has_value_model_ppo() -> bool:
 
 
 def no_value_model_ppo() -> ConfigError:
+    try:
+        installed = f"trl {importlib.metadata.version('trl')}"
+    except importlib.metadata.PackageNotFoundError:
+        installed = "no trl"
     return ConfigError(
-        f"training_type: ppo needs TRL's value-model PPO, which TRL removed after 1.12 "
-        f"(installed: trl {importlib.metadata.version('trl')})",
+        f"training_type: ppo needs TRL's value-model PPO, which TRL removed after 1.12 (installed: {installed})",
         fix="use training_type: grpo or rloo (the online RL trainers current TRL keeps), "
         "or install 'trl<=1.12' to canary value-model PPO",
     )

@@ -407,6 +407,7 @@ def test_a_bad_config_is_exit_2_annotated_on_the_file(runner: Runner, fake_githu
     done = runner.run("pull_request", "pull_request.opened.json")
     assert done.code == 2
     assert "::error title=invalid canary config,file=canary.yaml::" in done.log
+    assert done.log.count("::error") == 1  # on the file, not again without it
     assert writes(fake_github) == []
 
 

@@ -336,3 +336,13 @@ def test_a_result_written_before_confidence_level_still_loads_at_95(tmp_path: Pa
     loaded = read_result(path)
     assert loaded.thresholds.confidence_level == 0.95
     assert "[low, high]: 95 % confidence intervals" in render(loaded, "comment")
+
+
+@pytest.mark.parametrize("unit", ["%", "pp"])
+def test_a_widened_limit_names_its_unit_and_counts_in_words(unit: str) -> None:
+    from canary_action.compare.perf import _widened_note
+
+    assert _widened_note(50, 1993.7, 1, unit) == (
+        f"widened from 50 {unit} to 1993.7 {unit}: the 1 baseline spread that much"
+    )
+    assert "the 3 baselines" in _widened_note(50, 70, 3, unit)

@@ -640,6 +640,11 @@ def test_threshold_file_errors_for_missing_and_empty_files(tmp_path: Path) -> No
     assert "got an empty file" in rendered_error_thresholds(write(tmp_path, "# nothing\n"))
 
 
+def test_a_threshold_files_errors_are_labelled_as_such_not_as_the_config(tmp_path: Path) -> None:
+    for bad in (tmp_path / "none.yaml", write(tmp_path, "a: [\n"), THRESHOLDS / "typo.yaml"):
+        assert rendered_error_thresholds(bad).startswith("invalid threshold file: ")
+
+
 def rendered_error_thresholds(path: Path) -> str:
     with pytest.raises(ConfigError) as caught:
         load_threshold_file(path)

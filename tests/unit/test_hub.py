@@ -67,6 +67,7 @@ def test_what_the_cache_lacks_and_the_hub_cannot_send_is_refused_with_the_offlin
     with pytest.raises(ConfigError) as refused:
         rule([MODEL, TOKENIZER, DATA], cached=set(), hub=hub)
     error = refused.value
+    assert error.render().startswith("model or data unavailable: the Hugging Face Hub cannot be reached")
     assert "cannot be reached (ConnectError: [Errno -2] Name or service not known)" in error.message
     assert error.errors == [
         "model_name EleutherAI/pythia-70m (model repository)",

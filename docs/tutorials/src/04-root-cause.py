@@ -5,7 +5,7 @@
 # A failed check says *what* moved; the team wants to know *why*. Every comparison ranks the likely causes —
 # the **suspects** — each with a category (dataloader, memory, numerics, communication, config, dependency,
 # kernel…), a confidence, the **evidence** that points at it (measurements, recorded changes) and the **next
-# steps** that would confirm it. In this notebook (about three minutes on a 2-core CPU, offline) we plant four
+# steps** that would confirm it. In this notebook (about two minutes on a 2-core CPU, offline) we plant four
 # regressions that real pull requests cause, read what the gate says about each, and end with the written
 # debug story a team would paste into the pull request:
 #
