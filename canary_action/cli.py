@@ -516,8 +516,8 @@ def init_config(out: str, training_type: str, tier: str, builtin: bool, force: b
 @click.argument("dest", type=click.Path())  # a str: a trailing / (a folder to create) must survive
 def save_baseline(metrics: Path, dest: str) -> None:
     """Validate a metrics.json and store it as a baseline: DEST is the file, or a folder (one that exists, or
-    any path ending in /) to put <run_id>.json in. An existing file is never replaced. An rlhf-canary 0.1
-    metrics.json is validated as `canary compare` reads it and kept in 0.1's format."""
+    any path ending in / or without a suffix) to put <run_id>.json in. An existing file is never replaced. An
+    rlhf-canary 0.1 metrics.json is validated as `canary compare` reads it and kept in 0.1's format."""
     from canary_action.compare.save import save_baseline as save
 
     saved = save(metrics, dest)

@@ -43,10 +43,12 @@ def write_output(path: Path, text: str, *, flag: str, example: str = "report.md"
 
 
 def baseline_target(dest: str, run_id: str, *, metrics: Path) -> Path:
-    """Where `canary save-baseline METRICS DEST` writes. DEST is a folder when it exists as one or ends in `/`
-    (created): the file is DEST/<run_id>.json. Otherwise DEST is the file. An existing file is never replaced."""
+    """Where `canary save-baseline METRICS DEST` writes. DEST is a folder when it exists as one, ends in `/` or
+    has no suffix (created: `canary compare` reads the .json files of a folder, and a file named `newbase` would
+    be skipped there): the file is DEST/<run_id>.json. Otherwise DEST is the file. An existing file is never
+    replaced."""
     path = Path(dest)
-    if dest.endswith(("/", os.sep)) or path.is_dir():
+    if dest.endswith(("/", os.sep)) or path.is_dir() or (not path.suffix and not path.exists()):
         if not _PLAIN_NAME.fullmatch(run_id):
             raise UsageError(
                 f"{metrics}: its run_id {clip_text(run_id, 80)!r} is not a plain file name, so it cannot name "

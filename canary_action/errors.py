@@ -115,6 +115,7 @@ class BaselineError(MetricsFileError):
     """The baseline cannot be used: missing, corrupt, of another schema version or another config."""
 
     title = "unusable baseline"
+    reason = ""  # the few words a note gives when such a run, found in a folder, is left out instead
 
 
 class NoBaselineError(BaselineError):

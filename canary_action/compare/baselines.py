@@ -67,14 +67,18 @@ def load_baselines(paths: Sequence[Path], current: RunData) -> BaselineSet:
     """Read, order, de-duplicate and filter the baselines for `current`. Raises BaselineError."""
     notes: list[str] = []
     found: list[RunData] = []
+    in_folders: set[str] = set()  # the sources of runs found by walking a folder, not named one by one
     for path in paths:
-        found.extend(_from_path(path, notes))
+        runs = _from_path(path, notes)
+        found.extend(runs)
+        in_folders.update(run.source for run in runs if path.is_dir())
     runs = _unique(found, notes)
-    for run in runs:
-        _check_same_canary(run, current)
     kept, excluded = [], []
     for run in runs:
-        why = _exclusion(run, current)
+        other = _other_canary(run, current)
+        if other is not None and run.source not in in_folders:
+            raise other  # a file named on its own: the user meant it, and it is the wrong one
+        why = other.reason if other is not None else _exclusion(run, current)
         if why is None:
             kept.append(run)
         else:
@@ -188,26 +192,33 @@ def _unique(runs: list[RunData], notes: list[str]) -> list[RunData]:
     return list(first.values())
 
 
-def _check_same_canary(run: RunData, current: RunData) -> None:
+def _other_canary(run: RunData, current: RunData) -> BaselineError | None:
+    """Why `run` is another canary's, or None: raised for a file named alone (the user meant it, and it is the
+    wrong one); for a run found in a folder, its `reason` is the note, and the run is left out."""
     if run.format == "v1":
-        if run.config_name != current.config_name:
-            raise BaselineError(
-                f"baseline {run.source} is from config '{clip_text(run.config_name, 100)}', the current run is "
-                f"'{clip_text(current.config_name, 100)}'",
-                fix=f"pass the baseline artifact of config '{clip_text(current.config_name, 100)}'",
-            )
-        return
+        if run.config_name == current.config_name:
+            return None
+        other, this = clip_text(run.config_name, 100), clip_text(current.config_name, 100)
+        error = BaselineError(
+            f"baseline {run.source} is from config '{other}', the current run is '{this}'",
+            fix=f"pass the baseline artifact of config '{this}'",
+        )
+        error.reason = f"another config ('{other}')"
+        return error
     # rlhf-canary 0.1: the config name may have changed in the move (it must now be a slug), so not checked.
     differ = [
         f"{key} {clip_text(repr(run.config[key]), 80)} (current run: {clip_text(repr(current.config[key]), 80)})"
         for key in _LEGACY_SAME_KEYS
         if key in run.config and key in current.config and run.config[key] != current.config[key]
     ]
-    if differ:
-        raise BaselineError(
-            f"baseline {run.source} (rlhf-canary 0.1) trained another workload: {', '.join(differ)}",
-            fix=f"pass the baseline of this canary, or {HOW_TO_CREATE}",
-        )
+    if not differ:
+        return None
+    error = BaselineError(
+        f"baseline {run.source} (rlhf-canary 0.1) trained another workload: {', '.join(differ)}",
+        fix=f"pass the baseline of this canary, or {HOW_TO_CREATE}",
+    )
+    error.reason = f"an rlhf-canary 0.1 run of another workload ({', '.join(differ)})"
+    return error
 
 
 def _exclusion(run: RunData, current: RunData) -> str | None:

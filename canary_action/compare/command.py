@@ -17,7 +17,7 @@ from canary_action.compare.verdict import compare
 from canary_action.config.load import load_threshold_file
 from canary_action.config.thresholds import ThresholdFile, Tier, base_tier, resolve
 from canary_action.errors import MetricsFileError, NoBaselineError, UsageError
-from canary_action.metrics.io import clip_text
+from canary_action.metrics.io import METRICS_FILE, clip_text
 from canary_action.metrics.pair import PairRecord
 
 ALLOWABLE = sorted({*PERF_FIELDS, *LEARNING_FIELDS})
@@ -52,6 +52,13 @@ def run_compare(
         current_path, base_side, record = members
         baseline_paths = [base_side, *baseline_paths]
         code = record.code
+    elif current_path.is_dir():  # the run directory `canary run` printed
+        if not (current_path / METRICS_FILE).is_file():
+            raise UsageError(
+                f"{current_path} is a folder without a {METRICS_FILE}: the current run is one run",
+                fix=f"pass the run directory `canary run` printed (runs/<run_id>), or its {METRICS_FILE}",
+            )
+        current_path = current_path / METRICS_FILE
     if not baseline_paths and not missing_ok:
         raise UsageError(
             f"no baseline given for {current_path}",

@@ -23,12 +23,11 @@ from typing import Any, Final
 from canary_action.errors import BaselineError, GitHubError
 from canary_action.github.artifacts import extract_artifact
 from canary_action.github.client import GitHubClient
-from canary_action.metrics.io import clip_text, counted
+from canary_action.metrics.io import METRICS_FILE, clip_text, counted
 
 BASELINE_EVENTS: Final = frozenset({"push", "schedule", "workflow_dispatch"})
 MAX_ARTIFACT_BYTES: Final = 64 * 2**20  # a canary's results are a few MiB; a profiler trace at most tens
 MAX_RUNS_SCANNED: Final = 100  # runs looked at per search: enough to skip a few without usable artifacts
-METRICS_FILE: Final = "metrics.json"
 OVERSIZED: Final = "over the cap"
 _SHA: Final = re.compile(r"[0-9a-f]{40}")
 

@@ -38,6 +38,7 @@ from canary_action.github.context import PR_EVENTS
 from canary_action.github.publish import check_name
 from canary_action.github.step import Step, Target, default_artifact, fetch_for, read_config
 from canary_action.github.team_templates import load_team_templates
+from canary_action.metrics.io import METRICS_FILE
 from canary_action.report.escape import one_line, slug
 from canary_action.report.view import Links
 
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
     from canary_action.github.baseline_fetch import Artifact
 
 PAIR_FILE = "pair.json"
-METRICS_FILE = "metrics.json"
 
 
 @dataclass(frozen=True)

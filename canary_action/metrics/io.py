@@ -22,6 +22,7 @@ from canary_action.errors import MetricsFileError
 from canary_action.files import FileRefusedError, read_regular_file
 from canary_action.metrics.schema import READ_VERSIONS, SCHEMA_VERSION, Metrics
 
+METRICS_FILE: Final = "metrics.json"  # the name `canary run` gives it in its run directory
 MAX_BYTES: Final = 64 * 2**20  # a 10,000-step run with 40 columns is ~10 MiB; beyond this it is not ours
 _SHOWN_ERRORS: Final = 5
 #: Unknown keys at which a file is refused before the model sees it: the model would make an error object for

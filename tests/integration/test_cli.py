@@ -190,6 +190,11 @@ def test_save_baseline_validates_and_refuses_a_failed_run(tmp_path: Path) -> Non
     saved = canary("save-baseline", good, tmp_path / "baselines" / "main.json")
     assert saved.returncode == 0, saved.stderr
     assert read_metrics(tmp_path / "baselines" / "main.json").run == read_metrics(good).run
+    # a DEST without a suffix is a folder to create: a file named `newbase` would be skipped when compare reads
+    # the folder it sits in (its .json files)
+    saved = canary("save-baseline", good, tmp_path / "newbase")
+    assert saved.returncode == 0, saved.stderr
+    assert (tmp_path / "newbase" / f"{read_metrics(good).run.run_id}.json").is_file()
 
     canary("run", config, "-o", tmp_path / "bad", "--set", "fault_injection.crash_at_step=2")
     [failed] = (tmp_path / "bad").glob("*/metrics.json")

@@ -151,6 +151,18 @@ def test_a_missing_current_file_exits_2(tmp_path: Path, baselines: Path) -> None
     assert "does not exist" in result.stderr
 
 
+def test_the_current_run_may_be_its_run_directory(tmp_path: Path, baselines: Path) -> None:
+    run_dir = tmp_path / "runs" / "sft-smoke-1"
+    save(run_dir / "metrics.json", 1)
+    assert canary("compare", run_dir, baselines).returncode == 0
+    empty = tmp_path / "runs" / "empty"
+    empty.mkdir()
+    result = canary("compare", empty, baselines)
+    assert result.returncode == 2
+    assert f"{empty} is a folder without a metrics.json" in result.stderr
+    assert "pass the run directory `canary run` printed" in result.stderr
+
+
 def test_compare_and_report_do_not_import_torch(tmp_path: Path, baselines: Path) -> None:
     current = save(tmp_path / "cur.json", 1)
     code = (

@@ -159,11 +159,27 @@ def test_many_skipped_files_are_counted_past_the_first_five(tmp_path: Path) -> N
     assert "; and 2 more)" in message
 
 
-@pytest.mark.parametrize("name", ["corrupt.json", "wrong_version.json", "legacy_bad.json", "other_config.json"])
+@pytest.mark.parametrize("name", ["corrupt.json", "wrong_version.json", "legacy_bad.json"])
 def test_a_broken_metrics_file_in_a_directory_is_still_an_error(tmp_path: Path, name: str) -> None:
     baseline(tmp_path / "good.json", 1)
     shutil.copy(FIXTURES / name, tmp_path / name)
     assert str(tmp_path / name) in refusal([tmp_path])
+
+
+def test_a_folder_holding_runs_of_another_config_too_leaves_them_out_and_says_so(tmp_path: Path) -> None:
+    """A baselines folder as users make it (every config's runs saved together): another config's run is left
+    out with a note, as the current run is; named on its own it stays an error (the user meant that file)."""
+    baseline(tmp_path / "good.json", 1)
+    shutil.copy(FIXTURES / "other_config.json", tmp_path / "other_config.json")
+    found = load_baselines([tmp_path], current_run())
+    assert [run.run_id for run in found.runs] == ["sft-smoke-1"]
+    [left_out] = found.excluded
+    assert left_out.endswith(": another config ('dpo-smoke')")
+    only_others = tmp_path / "others"
+    only_others.mkdir()
+    shutil.copy(FIXTURES / "other_config.json", only_others / "other_config.json")
+    assert "every run was left out" in refusal([only_others])
+    assert "another config ('dpo-smoke')" in refusal([only_others])
 
 
 def test_links_out_of_the_directory_are_not_followed(tmp_path: Path) -> None:
