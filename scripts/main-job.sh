@@ -7,8 +7,7 @@
 # 1 regression, 2 bad input, 3 a run crashed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m venv .venv
-.venv/bin/pip install -q -c requirements/ci-constraints.txt -e '.[train]'
+bash scripts/install.sh train  # the CPU build of torch, then the project
 out="runs/main-job-$(date -u +%Y%m%dT%H%M%SZ)"
 .venv/bin/canary run configs/tiny/dpo.yaml -o "$out/baseline"
 .venv/bin/canary run configs/tiny/dpo.yaml -o "$out/current"

@@ -1,0 +1,57 @@
+"""The README starts with the two commands that set up a fresh machine: the main job and the tests. CI runs the
+second exactly as written (.ci/run), and both install through scripts/install.sh (the CPU build of torch)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return [block.strip() for block in re.findall(r"```bash\n(.*?)```", text, re.S)][:2]
+
+
+def test_the_readme_starts_with_the_main_job_and_the_test_command() -> None:
+    main_job, tests = readme_commands()
+    assert main_job == "bash scripts/main-job.sh"
+    assert tests == "bash scripts/install.sh && .venv/bin/pytest"
+
+
+def test_ci_runs_the_readmes_test_command_as_written() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    marked = re.search(r"# --- README test command.*?\n(.*?)\n# ---", ci, re.S)
+    assert marked is not None
+    assert marked.group(1).strip() == readme_commands()[1]
+
+
+def test_the_main_job_installs_through_the_same_script() -> None:
+    script = (ROOT / "scripts" / "main-job.sh").read_text(encoding="utf-8")
+    assert "bash scripts/install.sh train" in script
+    assert "pip install" not in script
+
+
+def test_the_readmes_workflow_is_a_whole_job_that_lints_clean(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    [snippet] = re.findall(r"## In a workflow.*?```yaml\n(.*?)```", text, re.S)
+    workflow = yaml.safe_load(snippet)
+    [job] = workflow["jobs"].values()
+    assert workflow["permissions"] == {}
+    assert job["permissions"]["contents"] == "read"
+    assert job["steps"][0]["uses"].startswith("actions/checkout@")
+    assert job["steps"][0]["with"]["persist-credentials"] is False
+    file = tmp_path / ".github" / "workflows" / "canary.yml"
+    file.parent.mkdir(parents=True)
+    file.write_text(f"name: canary\n{snippet}", encoding="utf-8")
+    actionlint = Path(sys.executable).parent / "actionlint"
+    config = ROOT / "docs" / "examples" / "actionlint.yaml"  # the self-hosted runner's labels
+    command = [str(actionlint), "-config-file", str(config), "-no-color", str(file)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
