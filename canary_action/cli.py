@@ -147,14 +147,21 @@ cli.add_command(gh_report_command)  # rlhf-canary 0.1's gh-report: cli_github.py
 @click.option("--json", "as_json", is_flag=True, help="Print the fingerprint as JSON.")
 def env(as_json: bool) -> None:
     """Print the environment fingerprint (GPU, CUDA, library versions)."""
+    from canary_action.config.schema import CommonConfig
     from canary_action.fingerprint import collect_environment
 
     fingerprint = collect_environment()
+    said = {}
+    if not fingerprint.gpus and fingerprint.torch_threads is not None:  # what a run here records, not torch's default
+        default = CommonConfig.model_fields["cpu_threads"].default
+        said["torch_threads"] = f"{default} (a CPU run's cpu_threads, unless its config says; torch's default here: "
+        said["torch_threads"] += f"{fingerprint.torch_threads})"
+        fingerprint = fingerprint.model_copy(update={"torch_threads": default})
     if as_json:
         click.echo(fingerprint.model_dump_json(indent=2))
         return
     for key, value in fingerprint.model_dump(exclude={"gpus"}).items():
-        click.echo(f"{key:>24}: {value if value is not None else '-'}")
+        click.echo(f"{key:>24}: {said.get(key, value if value is not None else '-')}")
     for gpu in fingerprint.gpus:
         click.echo(f"{'gpu ' + str(gpu.index):>24}: {gpu.name} ({gpu.memory_total_mib:.0f} MiB)")
 
@@ -595,8 +602,11 @@ def _run_report(metrics: Metrics, path: Path) -> str:
     if s is not None and s.gpu_busy_median_s is not None:
         share = f" ({100 * s.gpu_busy_share:.0f} % of the step)" if s.gpu_busy_share is not None else ""
         lines.append(f"  GPU time        {1000 * s.gpu_busy_median_s:.1f} ms busy per step{share}")
-    if s is not None and s.host_rss_peak_mib is not None:
-        lines.append(f"  host RSS peak   {s.host_rss_peak_mib:,.0f} MiB")
+    if s is not None and s.host_peak_rss_mib is not None:  # the high-water mark, the figure host_memory judges
+        sampled = f"; {s.host_rss_peak_mib:,.0f} MiB at step ends" if s.host_rss_peak_mib is not None else ""
+        lines.append(f"  host RSS peak   {s.host_peak_rss_mib:,.0f} MiB (high-water mark{sampled})")
+    elif s is not None and s.host_rss_peak_mib is not None:
+        lines.append(f"  host RSS peak   {s.host_rss_peak_mib:,.0f} MiB (sampled at step ends)")
     lines += _ranks_report(metrics.distributed)
     lines.append(
         f"  non-finite      {metrics.stability.num_nan_steps} NaN steps, {metrics.stability.num_inf_steps} Inf steps"

@@ -56,14 +56,35 @@ def detect_warmup(step_times: Sequence[float]) -> int:
         kept = batches[cut:]
         mean = sum(kept) / len(kept)
         scores.append(sum((b - mean) * (b - mean) for b in kept) / (len(kept) * len(kept)))
+    level = sum(batches) / len(batches) if batches else 0.0
+    cut = _shortest_good_cut(scores, level)
+    if 1 + MSER_BATCH * cut > n // 4 and not _decays(batches[:cut], batches[cut:]):
+        # Past the first quarter, a cut must be a warm-up: a slow start coming down to the steady level. A run
+        # slow for its first 40 steps and then fast, flat both, saw its load drop: that is the run's noise, and
+        # cutting it (41 of 100 steps, seen) would hide it. Only cuts inside the first quarter stay.
+        cut = _shortest_good_cut(scores[: max(0, (n // 4 - 1) // MSER_BATCH) + 1], level)
+    return 1 + MSER_BATCH * cut
+
+
+def _shortest_good_cut(scores: Sequence[float], level: float) -> int:
     # Plain argmin over-truncates stationary runs: the score's own noise decides (in simulation, 40 % of flat
     # 100-step runs lost 5-45 steps). Within 1.5x of the minimum the shortest cut wins (5 % then), and a
     # real warm-up still scores orders of magnitude apart. The 1e-9 term makes rounding-level scores ties
     # (a perfectly flat run scores ~1e-34 everywhere); NaN scores (inf inputs) never win.
     best = min((x for x in scores if not math.isnan(x)), default=math.inf)
-    level = sum(batches) / len(batches) if batches else 0.0
     bound = MSER_TIE * best + 1e-9 * level * level
-    return 1 + MSER_BATCH * next((cut for cut, x in enumerate(scores) if x <= bound), 0)
+    return next((cut for cut, x in enumerate(scores) if x <= bound), 0)
+
+
+def _decays(removed: Sequence[float], kept: Sequence[float]) -> bool:
+    """Whether the removed batch means come down toward the kept ones, as a warm-up does: their first third is
+    above the kept mean, and the removed stretch itself closes at least half of that gap."""
+    if len(removed) < 2 or not kept:
+        return False
+    third = max(1, len(removed) // 3)
+    head, tail = sum(removed[:third]) / third, sum(removed[-third:]) / third
+    steady = sum(kept) / len(kept)
+    return head > steady and head - tail >= 0.5 * (head - steady)
 
 
 def summarize(series: Mapping[str, Column], *, warmup: int | Literal["auto"], profiler_steps: range | None) -> Summary:

@@ -120,6 +120,21 @@ def test_run_prints_the_summary_users_know(tmp_path: Path) -> None:
     assert re.search(r"step 1/6 \|.*\| ETA (<1|\d+) s$", result.stderr, re.M)
     [run_dir] = tmp_path.iterdir()
     assert sorted(p.name for p in run_dir.iterdir()) == ["metrics.json", "steps.jsonl"]  # no empty trainer/
+    # Issue 26 item 3: the host memory it prints is the figure host_memory judges, whatever else it adds
+    summary = read_metrics(run_dir / "metrics.json").summary
+    assert summary is not None
+    assert summary.host_peak_rss_mib is not None
+    assert f"host RSS peak   {summary.host_peak_rss_mib:,.0f} MiB (high-water mark" in result.stdout
+
+
+def test_env_shows_the_threads_a_run_records(tmp_path: Path) -> None:
+    """Issue 26 item 3: `canary env` said torch_threads 2 (torch's default) where every CPU run records 1."""
+    result = canary("run", ROOT / "configs" / "tiny" / "sft.yaml", "-o", tmp_path, "--set", "max_steps=2")
+    assert result.returncode == 0, result.stderr
+    [metrics] = tmp_path.glob("*/metrics.json")
+    recorded = read_metrics(metrics).env.torch_threads
+    shown = json.loads(canary("env", "--json").stdout)["torch_threads"]
+    assert shown == recorded == 1
 
 
 def test_set_mistakes_are_the_options_not_the_files(tmp_path: Path) -> None:

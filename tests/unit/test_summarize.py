@@ -62,6 +62,22 @@ def test_warmup_finds_a_slow_start_after_the_compile_step() -> None:
     assert detect_warmup(times) == 11
 
 
+def test_a_load_change_in_the_middle_is_not_a_warmup() -> None:
+    """Issue 26 item 3: 40 slow steps, then 59 fast ones (the machine's load dropped; both flat) lost 41 of 100
+    steps to the warm-up, and the summary's mean became the fast part's. A warm-up is a slow start coming down."""
+    for seed in range(20):
+        rng = random.Random(seed)
+        times = [3.0] + [1.2 * (1 + rng.gauss(0, 0.02)) for _ in range(40)]
+        times += [0.85 * (1 + rng.gauss(0, 0.02)) for _ in range(59)]
+        assert detect_warmup(times) <= 100 // 4, seed
+
+
+def test_a_long_warmup_that_comes_down_is_still_cut() -> None:
+    rng = random.Random(1)
+    times = [3.0] + [0.1 * (1 + 4 * math.exp(-t / 10)) * (1 + rng.gauss(0, 0.01)) for t in range(99)]
+    assert detect_warmup(times) > 100 // 4
+
+
 def test_warmup_keeps_stationary_runs_whole() -> None:
     kept = [detect_warmup([2.5] + [0.1 * (1 + random.Random(s).gauss(0, 0.02)) for _ in range(99)]) for s in range(200)]
     assert sum(w == 1 for w in kept) >= 180  # MSER's own noise must not cut good steps in most runs
