@@ -70,7 +70,10 @@ def report_mode(step: Step) -> int:
     if run is None:
         return 0
     loaded = read_config(step)  # the trusted side's config names the artifact and the check
-    load_team_templates(step, publish=True)  # from the same trusted checkout as the config
+    # from the same trusted checkout as the config
+    step.templates = load_team_templates(
+        step.inputs.templates, step.runner.workspace, step.log, step.runner.summary_path, publish=True
+    )
     name = loaded.config.name
     artifact = inputs.baseline_artifact or default_artifact(name)
     step.outputs["artifact-name"] = artifact

@@ -39,7 +39,9 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
 
     inputs, ctx, log = step.inputs, step.ctx, step.log
     loaded = read_config(step)
-    load_team_templates(step, publish=publish)
+    step.templates = load_team_templates(
+        step.inputs.templates, step.runner.workspace, step.log, step.runner.summary_path, publish=publish
+    )
     name = loaded.config.name
     artifact = inputs.baseline_artifact or default_artifact(name)
     step.outputs["artifact-name"] = artifact

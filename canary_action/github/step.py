@@ -87,7 +87,8 @@ class Step:
         from canary_action.github.team_templates import settle_team_templates
         from canary_action.report.render import render
 
-        settle_team_templates(self, result, links)  # a team template that fails falls back to ours, said
+        # a team template that fails falls back to ours, said
+        self.templates = settle_team_templates(self.templates, self.log, self.runner.summary_path, result, links)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.check_output_dir()  # again: the pull request's code ran meanwhile, as a user who can replace it
         result_path = self.out_dir / f"{prefix}{RESULT_FILE}"

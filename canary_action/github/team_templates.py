@@ -14,58 +14,64 @@ broken template should cost the team its layout for one run, not its regression 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from canary_action.errors import TemplateError
-from canary_action.github.commands import append_summary
+from canary_action.github.commands import Log, append_summary
 
 if TYPE_CHECKING:
     from canary_action.compare.result import CompareResult
-    from canary_action.github.step import Step
+    from canary_action.report.templates import Templates
     from canary_action.report.view import Links
 
 
-def load_team_templates(step: Step, *, publish: bool) -> None:
-    """Set step.templates from the `templates` input (mode run and report), or say why it is not used."""
-    folder = step.inputs.templates
+def load_team_templates(
+    folder: str | None, workspace: Path, log: Log, summary_path: Path | None, *, publish: bool
+) -> Templates | None:
+    """The team's templates from the `templates` input (mode run and report), or None, saying why not used."""
     if folder is None:
-        return
+        return None
     if not publish:
-        step.log.annotate(
+        log.annotate(
             "notice",
             f"templates {folder} is not used in mode measure, which renders nothing for publishing; the publish "
             "job (mode report) reads it from the default branch",
             title="rlhf-canary templates",
         )
-        return
+        return None
     from canary_action.report.templates import load_templates
 
     try:
-        step.templates = load_templates(step.runner.workspace / folder, within=step.runner.workspace)
+        templates = load_templates(workspace / folder, within=workspace)
     except TemplateError as e:
-        _fall_back(step, e)
-        return
-    step.log.line(f"report templates: {', '.join(step.templates.overrides)} from {folder}, the rest rlhf-canary's")
+        _fall_back(log, summary_path, e)
+        return None
+    log.line(f"report templates: {', '.join(templates.overrides)} from {folder}, the rest rlhf-canary's")
+    return templates
 
 
-def settle_team_templates(step: Step, result: CompareResult, links: Links) -> None:
+def settle_team_templates(
+    templates: Templates | None, log: Log, summary_path: Path | None, result: CompareResult, links: Links
+) -> Templates | None:
     """Render every output once with the team's templates before anything is written or published; on an error,
-    fall back to ours for all of them (one look, not a mix of two layouts)."""
-    if step.templates is None:
-        return
+    fall back to ours for all of them (one look, not a mix of two layouts): the templates to use, None for ours."""
+    if templates is None:
+        return None
     from canary_action.report.render import TARGETS, render
 
     try:
         for kind in TARGETS:
-            render(result, kind, links, step.templates)
+            render(result, kind, links, templates)
     except TemplateError as e:
-        step.templates = None
-        _fall_back(step, e)
+        _fall_back(log, summary_path, e)
+        return None
+    return templates
 
 
-def _fall_back(step: Step, error: TemplateError) -> None:
+def _fall_back(log: Log, summary_path: Path | None, error: TemplateError) -> None:
     from canary_action.report.escape import text
 
     said = f"{error.message}; this run's reports use rlhf-canary's own templates"
-    step.log.annotate("warning", f"{said}. fix: {error.fix}", title="rlhf-canary: team templates not used")
-    append_summary(step.runner.summary_path, f"> ⚠️ {text(said, 1000)}. Fix: {text(error.fix, 500)}.\n\n")
+    log.annotate("warning", f"{said}. fix: {error.fix}", title="rlhf-canary: team templates not used")
+    append_summary(summary_path, f"> ⚠️ {text(said, 1000)}. Fix: {text(error.fix, 500)}.\n\n")
