@@ -13,18 +13,28 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import signal
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING
 
 import click
 
 from canary_action import __version__, interrupts
 from canary_action.cli_github import gh_report_command
 from canary_action.cli_options import threshold_options
+from canary_action.cli_pair import pair_command
+from canary_action.cli_report import (
+    TEMPLATES_HELP,
+    check_templates,
+    emit,
+    emit_report,
+    report_command,
+    report_kind,
+    result_json,
+)
+from canary_action.cli_summary import run_summary
 from canary_action.config.thresholds import Tier
 from canary_action.destinations import output_folder, write_output
 from canary_action.errors import (
@@ -36,18 +46,12 @@ from canary_action.errors import (
     TrainingError,
     UsageError,
 )
+from canary_action.exit_codes import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_INTERRUPTED, verdict_exit_code
 from canary_action.extras import TRAINING_STACK, missing_training_stack, require_training_stack
-from canary_action.metrics.schema import Distributed, Metrics
 
 if TYPE_CHECKING:
-    from canary_action.api import ReportFormat
-    from canary_action.compare.result import CompareResult
-    from canary_action.metrics.pair import PairRecord
-    from canary_action.report.templates import Templates
-    from canary_action.report.view import Links
+    pass
 
-EXIT_OK, EXIT_REGRESSION, EXIT_BAD_INPUT, EXIT_INFRA = 0, 1, 2, 3
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
 _EXIT_CODES: dict[type[CanaryError], int] = {
     ConfigError: EXIT_BAD_INPUT,
     UsageError: EXIT_BAD_INPUT,
@@ -57,10 +61,6 @@ _EXIT_CODES: dict[type[CanaryError], int] = {
 }
 _TYPES = ("sft", "dpo", "grpo", "rloo", "ppo", "custom")
 _TIERS = ("smoke", "perf", "nightly")
-_TEMPLATES_HELP: Final = (
-    "A folder of your own report templates (*.j2, named as ours; docs/report.md, 'Your own templates'): each "
-    "replaces ours of its name in the GitHub formats."
-)
 
 
 def exit_code(error: CanaryError) -> int:
@@ -141,6 +141,8 @@ def cli(verbose: bool) -> None:
 
 
 cli.add_command(gh_report_command)  # rlhf-canary 0.1's gh-report: cli_github.py
+cli.add_command(pair_command)  # cli_pair.py
+cli.add_command(report_command)  # cli_report.py
 
 
 @cli.command()
@@ -186,7 +188,7 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
         if (missing.name or "").partition(".")[0] not in TRAINING_STACK:
             raise
         raise missing_training_stack("`canary run`", [missing.name or ""]) from missing
-    click.echo(_run_report(outcome.metrics, outcome.metrics_path))
+    click.echo(run_summary(outcome.metrics, outcome.metrics_path))
 
 
 @cli.command("compare")
@@ -209,7 +211,7 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
     "on stdout, markdown with -o or --templates.",
 )
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the report here instead of stdout.")
-@click.option("--templates", type=click.Path(path_type=Path), help=_TEMPLATES_HELP)
+@click.option("--templates", type=click.Path(path_type=Path), help=TEMPLATES_HELP)
 def compare_command(  # click passes options as keywords
     *,
     current: Path,
@@ -233,255 +235,16 @@ def compare_command(  # click passes options as keywords
 
     if as_json and (kind is not None or templates is not None):
         raise UsageError("--json prints the result, not a report", fix="leave out --format and --templates")
-    kind = _report_kind(kind, output, templates, default="terminal")
-    _load_templates(templates)  # before comparing: a template error is known at once
+    kind = report_kind(kind, output, templates, default="terminal")
+    check_templates(templates)  # before comparing: a template error is known at once
     result = api.compare(current, list(baselines), tier=tier, threshold_file=threshold_file, allow_change=allowed)
     if as_json:
-        _emit(_result_json(result), output, f"{result.verdict}: {result.reason}")
+        emit(result_json(result), output, f"{result.verdict}: {result.reason}")
     else:
-        _emit_report(result, kind, output, f"{result.verdict}: {result.reason}", templates=templates)
-    code = {"regression": EXIT_REGRESSION, "crashed": EXIT_INFRA}.get(result.verdict, EXIT_OK)
+        emit_report(result, kind, output, f"{result.verdict}: {result.reason}", templates=templates)
+    code = verdict_exit_code(result.verdict)
     if code:
         raise click.exceptions.Exit(code)
-
-
-@cli.command("pair")
-@click.argument("config", type=click.Path(path_type=Path))
-@click.option("--base", "base_tree", required=True, type=click.Path(path_type=Path), help="The base commit's tree.")
-@click.option("--head", "head_tree", required=True, type=click.Path(path_type=Path), help="The PR's tree.")
-@click.option("-o", "--output-dir", type=click.Path(path_type=Path), help="Write the pair here instead of output_dir.")
-@click.option(
-    "--set", "overrides", multiple=True, metavar="KEY.PATH=VALUE", help="Override a config key on both sides."
-)
-@click.option("--chunk-steps", default=2, show_default=True, help="Optimizer steps each side trains per turn.")
-@click.option(
-    "--seed", type=int, help="Seed of the random orders (start, and inside each round); default: drawn, recorded."
-)
-@click.option("--cpus", help="CPUs both sides share, e.g. 0 or 0-3 (default: the first cpu_threads this may use).")
-@click.option("--setup", help="A shell command run in each tree first, installing into a per-side environment.")
-@click.option("--baseline", "baselines", multiple=True, type=click.Path(path_type=Path),
-              help="Artifact baselines too (repeatable): history for the learning checks.")  # fmt: skip
-@threshold_options
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the report.")
-@click.option(
-    "--format", "kind", type=click.Choice(["terminal", "markdown"]),
-    help="The report on stdout, as `canary compare` prints it. terminal (default): for people (aligned columns, "
-    "colour on a terminal); markdown: GitHub markdown. report.md in the pair's directory is always markdown.",
-)  # fmt: skip
-def pair_command(  # click passes options as keywords
-    *,
-    config: Path,
-    base_tree: Path,
-    head_tree: Path,
-    output_dir: Path | None,
-    overrides: tuple[str, ...],
-    chunk_steps: int,
-    seed: int | None,
-    cpus: str | None,
-    setup: str | None,
-    baselines: tuple[Path, ...],
-    tier: Tier,
-    threshold_file: Path | None,
-    as_json: bool,
-    kind: str | None,
-) -> None:
-    """Train CONFIG from two code trees in lockstep and judge the head against the base, round by round.
-
-    CONFIG is a path inside each tree (a PR may change it). Each side runs with its own tree on the import path
-    (after the installed packages) and as its working directory. Writes DIR/<pair_id>/{base,head}/metrics.json,
-    pair.json, result.json and report.md (GitHub markdown); prints the report as `canary compare` does. Exit codes
-    as `canary compare`; 2 when the head side refused its config, 3 when it crashed or the pair hung (after both
-    sides' measurements are written and judged). A base side that cannot run is no fault of the pull request: the
-    verdict is neutral and the notes say how it failed.
-    """
-    from canary_action.compare.command import run_compare
-    from canary_action.train.launch.pair import run_pair
-
-    if as_json and kind is not None:  # before training: known at once
-        raise UsageError("--json prints the result, not a report", fix="leave out --format")
-    if setup is None:  # both sides train with this interpreter (with --setup, each in the environment it installs)
-        require_training_stack("`canary pair`")
-    if output_dir is not None:
-        output_folder(output_dir, flag="-o")
-    outcome = run_pair(
-        base_tree, head_tree, config, output_dir=output_dir, overrides=overrides, chunk_steps=chunk_steps,
-        seed=seed, cpus=_cpu_list(cpus) if cpus else None, setup=setup,
-    )  # fmt: skip
-    if not outcome.head.exists() or isinstance(outcome.error, ConfigError):
-        raise outcome.error or TrainingError("the head side wrote no metrics.json", fix="read the log above")
-    result = run_compare(
-        outcome.pair_dir, list(baselines), tier=tier, threshold_file=threshold_file, missing_ok=True,
-        notes=outcome.notes,
-    )  # fmt: skip
-    # First among the notes; it needs the comparison's count of judged rounds.
-    result = result.model_copy(update={"notes": [_pair_note(outcome.record, result), *result.notes]})
-    (outcome.pair_dir / "result.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    from canary_action.report.render import render
-
-    (outcome.pair_dir / "report.md").write_text(render(result, "markdown"), encoding="utf-8")
-    if as_json:
-        _emit(_result_json(result), None, f"{result.verdict}: {result.reason}")
-    else:
-        _emit_report(result, kind or "terminal", None, f"{result.verdict}: {result.reason}")
-    if outcome.error is not None:
-        raise outcome.error
-    code = {"regression": EXIT_REGRESSION, "crashed": EXIT_INFRA}.get(result.verdict, EXIT_OK)
-    if code:
-        raise click.exceptions.Exit(code)
-
-
-def _cpu_list(text: str) -> list[int]:
-    """`0`, `0,2` or `0-3` as a list of CPU numbers."""
-    cpus: list[int] = []
-    try:
-        for part in text.split(","):
-            low, _, high = part.partition("-")
-            cpus += range(int(low), int(high or low) + 1)
-    except ValueError:
-        raise UsageError(f"--cpus {text!r} is not a CPU list", fix="write it as 0, 0,2 or 0-3") from None
-    return cpus
-
-
-def _pair_note(record: PairRecord, result: CompareResult) -> str:
-    """The pair in a line: every round it trained (the warm-up's too), and how many of them the speed checks
-    judged — the count the report's "Paired A/B" line gives."""
-    note = f"lockstep pair {record.pair_id}: {len(record.rounds)} rounds of {record.chunk_steps} steps in all"
-    note += f" (warm-up included), {record.wall_s:.0f} s"
-    if result.pairing is None:  # not judged as a pair (a side wrote no metrics.json)
-        return note
-    if result.pairing.rounds is None:
-        return note + "; too few rounds after the warm-up to judge speed"
-    return note + f"; {result.pairing.rounds} of them judged for speed, after the warm-up"
-
-
-def _result_json(result: CompareResult) -> str:
-    return result.model_dump_json(indent=2) + "\n"
-
-
-@cli.command("report")
-@click.argument("result_file", metavar="RESULT", type=click.Path(path_type=Path))
-@click.option(
-    "--format",
-    "kind",
-    type=click.Choice(["comment", "check", "summary", "markdown", "terminal"]),
-    help="comment: the sticky PR comment; check: the check run's output as JSON (title, summary, text); "
-    "summary: the job summary; markdown: GitHub markdown of what `canary compare` prints; terminal: that report "
-    "for people (aligned columns, colour on a terminal). Default: terminal when printing to a terminal, else "
-    "markdown.",
-)
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write here instead of stdout.")
-@click.option("--repo", metavar="OWNER/NAME", help="The repository the result is for: linked in the report.")
-@click.option("--pr", metavar="N", help="Its pull request: the report links to it (needs --repo). Nothing is posted.")
-@click.option("--templates", type=click.Path(path_type=Path), help=_TEMPLATES_HELP)
-def report_command(  # click passes options as keywords
-    *,
-    result_file: Path,
-    kind: str | None,
-    output: Path | None,
-    repo: str | None,
-    pr: str | None,
-    templates: Path | None,
-) -> None:
-    """Render a compare result (`canary compare --json`) for GitHub or a terminal.
-
-    --repo and --pr (rlhf-canary 0.1's flags) name the pull request the report is for and link it in the report;
-    this command posts nothing (the action publishes).
-    """
-    from canary_action.report.load import read_result
-    from canary_action.report.view import Links
-
-    default = "terminal" if output is None and sys.stdout.isatty() else "markdown"
-    kind = _report_kind(kind, output, templates, default=default)
-    links = Links(repository=_repository(repo), pull_request=_pull_request(pr, repo))
-    _load_templates(templates)  # before reading the result: a template error is known at once
-    result = read_result(result_file)
-    target = ""
-    if links.repository is not None:
-        target = f" for {links.repository}" + (f"#{links.pull_request}" if links.pull_request is not None else "")
-    what = f"{kind} report{target}, verdict {result.verdict}"
-    _emit_report(result, kind, output, what, links=links, templates=templates)
-
-
-def _report_kind(kind: str | None, output: Path | None, templates: Path | None, *, default: str) -> str:
-    """The format asked for, else markdown for a file or with --templates (they shape the GitHub formats), else
-    `default`. --templates with the terminal format, which uses none, is refused rather than ignored."""
-    if kind == "terminal" and templates is not None:
-        raise UsageError(
-            "--templates shapes the GitHub formats; the terminal format uses no template",
-            fix="pass --format markdown (or comment, summary, check) with --templates, or leave --templates out",
-        )
-    if kind is not None:
-        return kind
-    return "markdown" if output is not None or templates is not None else default
-
-
-def _load_templates(folder: Path | None) -> Templates | None:
-    if folder is None:
-        return None
-    from canary_action.report.templates import load_templates
-
-    return load_templates(folder)
-
-
-def _emit_report(
-    result: CompareResult,
-    kind: str,
-    output: Path | None,
-    what: str,
-    *,
-    links: Links | None = None,
-    templates: Path | None = None,
-) -> None:
-    """A report of `kind`: the terminal form coloured as use_colour says (never in a file), or GitHub's."""
-    from canary_action import api
-    from canary_action.report.terminal import use_colour
-
-    colour = kind == "terminal" and output is None and use_colour(sys.stdout)
-    text = api.render(result, cast("ReportFormat", kind), templates=templates, colour=colour, links=links)
-    _emit(text, output, what, colour=colour)
-
-
-# GitHub's rules: an owner is 1-39 letters, digits and hyphens (underscores in managed users' names), not starting
-# with a hyphen; a repository name 1-100 letters, digits, '.', '_' and '-', never '.' or '..'.
-_OWNER_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,38}/(?!\.\.?\Z)[A-Za-z0-9._-]{1,100}")
-
-
-def _repository(value: str | None) -> str | None:
-    if value is None or _OWNER_NAME.fullmatch(value):
-        return value
-    from canary_action.metrics.io import clip_text
-
-    shown = clip_text(repr(value), 120)
-    if "://" in value or value.lower().startswith("github.com/"):
-        why = f"--repo {shown} is a URL, not OWNER/NAME"
-    else:
-        why = f"--repo {shown} is not a repository as OWNER/NAME"
-    raise UsageError(
-        why, fix='pass it as GitHub names it, e.g. --repo octo-org/my-repo (in a workflow: --repo "$GITHUB_REPOSITORY")'
-    )
-
-
-def _pull_request(value: str | None, repo: str | None) -> int | None:
-    if value is None:
-        return None
-    problem = None
-    if not re.fullmatch(r"[1-9][0-9]*", value):
-        problem = "is not a pull request number (a whole number from 1, written plainly)"
-    elif len(value) > 10 or int(value) > _MAX_NUMBER:
-        problem = f"is larger than any pull request number (at most {_MAX_NUMBER:,})"
-    if problem is not None:
-        from canary_action.metrics.io import clip_text
-
-        raise UsageError(f"--pr {clip_text(repr(value), 60)} {problem}", fix="pass the number alone, e.g. --pr 12")
-    if repo is None:
-        raise UsageError(
-            f"--pr {value} needs --repo: a pull request number is one of a repository's",
-            fix="add --repo OWNER/NAME, e.g. --repo octo-org/my-repo",
-        )
-    return int(value)
-
-
-_MAX_NUMBER: Final = 2**31 - 1  # GitHub's issue and pull request numbers are 32-bit integers
 
 
 @cli.command("init-config")
@@ -567,72 +330,3 @@ def schema(of_config: bool, of_result: bool) -> None:
     from canary_action.metrics.io import metrics_json_schema
 
     click.echo(json.dumps(metrics_json_schema(), indent=2))
-
-
-def _emit(text: str, output: Path | None, what: str, *, colour: bool = False) -> None:
-    """Print a report, or write it to `output` and say so on stderr (stdout stays the report's alone). `colour`:
-    keep the text's colour codes even where click would strip them (FORCE_COLOR into a pipe)."""
-    if output is None:
-        click.echo(text, nl=False, color=True if colour else None)
-        return
-    write_output(output, text, flag="-o")
-    click.echo(f"{what}\nwrote {output}", err=True)
-
-
-def _run_report(metrics: Metrics, path: Path) -> str:
-    s, status = metrics.summary, metrics.status
-    lines = [
-        f"run {metrics.run.run_id}: {status.state}"
-        + (f" ({status.reason} at step {status.step})" if status.reason else "")
-    ]
-    lines.append(f"  duration        {metrics.run.duration_s or 0:.1f} s, {s.num_steps if s else 0} steps")
-    if startup := metrics.run.startup_s:
-        parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in startup.items() if k != "to_step_1")
-        lines.append(f"  start           {startup.get('to_step_1', 0):.1f} s to step 1 ({parts})")
-    if s is not None and s.step_time_s is not None:
-        lines.append(
-            f"  step time       median {s.step_time_s.median:.4f} s, mean {s.step_time_s.mean:.4f} s "
-            f"({s.num_steady_steps} steady steps after {s.warmup_steps} warm-up, {s.warmup_method})"
-        )
-        lines.append(f"  tokens/s        {s.tokens_per_s or 0:,.0f} (measured)")
-    if s is not None and s.peak_allocated_mib is not None:
-        lines.append(
-            f"  peak memory     {s.peak_allocated_mib:,.0f} MiB allocated, {s.peak_reserved_mib or 0:,.0f} MiB reserved"
-        )
-    if s is not None and s.gpu_busy_median_s is not None:
-        share = f" ({100 * s.gpu_busy_share:.0f} % of the step)" if s.gpu_busy_share is not None else ""
-        lines.append(f"  GPU time        {1000 * s.gpu_busy_median_s:.1f} ms busy per step{share}")
-    if s is not None and s.host_peak_rss_mib is not None:  # the high-water mark, the figure host_memory judges
-        sampled = f"; {s.host_rss_peak_mib:,.0f} MiB at step ends" if s.host_rss_peak_mib is not None else ""
-        lines.append(f"  host RSS peak   {s.host_peak_rss_mib:,.0f} MiB (high-water mark{sampled})")
-    elif s is not None and s.host_rss_peak_mib is not None:
-        lines.append(f"  host RSS peak   {s.host_rss_peak_mib:,.0f} MiB (sampled at step ends)")
-    lines += _ranks_report(metrics.distributed)
-    lines.append(
-        f"  non-finite      {metrics.stability.num_nan_steps} NaN steps, {metrics.stability.num_inf_steps} Inf steps"
-    )
-    if s is not None and s.final_loss is not None:
-        lines.append(f"  loss            final {s.final_loss:.4f}, tail mean {s.tail_mean_loss or 0:.4f}")
-    if metrics.profiler is not None:
-        p = metrics.profiler
-        lines.append(f"  profiler        steps {p.start_step}-{p.end_step}, trace {p.trace_path}")
-    # A window the run stopped before (or inside): the notice train/profiler.py wrote says what is missing.
-    shortfall = [notice.removeprefix("profiler: ") for notice in metrics.notices if notice.startswith("profiler: ")]
-    lines += [f"  profiler        {notice}" for notice in shortfall]
-    lines.append(f"  metrics         {path}")
-    return "\n".join(lines)
-
-
-def _ranks_report(dist: Distributed | None) -> list[str]:
-    """World size, then per rank: compute and communication medians (the straggler has the largest compute)."""
-    if dist is None:
-        return []
-    head = f"  processes       {dist.world_size} ({dist.strategy}, {dist.backend or '-'})"
-    if dist.slowest_rank is not None and dist.rank_imbalance_pct is not None:
-        head += f", slowest rank {dist.slowest_rank} (+{dist.rank_imbalance_pct:.1f} % compute)"
-    lines = [head]
-    for rank in dist.ranks:
-        compute = f"{rank.compute_median_s:.4f} s" if rank.compute_median_s is not None else "-"
-        comm = f"{rank.comm_median_s:.4f} s" if rank.comm_median_s is not None else "not measured"
-        lines.append(f"  rank {rank.rank:<10} compute {compute}, communication {comm} (medians per step)")
-    return lines

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from canary_action.compare.result import Change, OpChange
-from canary_action.config.schema import DistributedConfig, FaultInjection
+from canary_action.config.blocks import DistributedConfig, FaultInjection
 from canary_action.metrics.schema import EnvFingerprint, ProfilerSummary
 
 # Libraries first: a moved version is the usual cause of a regression nobody wrote. Then the hardware, then the

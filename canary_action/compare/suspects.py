@@ -30,7 +30,7 @@ from canary_action.compare.gpu import gpu_clues
 from canary_action.compare.rank_clues import communication_clues
 from canary_action.compare.result import Change, Check, OpChange, StepSplit, Suspect, SuspectCategory
 from canary_action.compare.runs import RunData
-from canary_action.config.schema import ProfilerConfig
+from canary_action.config.blocks import ProfilerConfig
 from canary_action.metrics.pair import CodeDiff
 
 MAX_SUSPECTS: Final = 5

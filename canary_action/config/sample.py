@@ -16,7 +16,8 @@ import yaml
 from pydantic import BaseModel
 
 from canary_action.config import messages
-from canary_action.config.schema import FAMILIES, CommonConfig, DistributedConfig, FaultInjection, ProfilerConfig
+from canary_action.config.blocks import DistributedConfig, FaultInjection, ProfilerConfig
+from canary_action.config.schema import FAMILIES, CommonConfig
 from canary_action.config.thresholds import TIER_STEPS, TIERS, Tier
 from canary_action.errors import ConfigError
 

@@ -18,6 +18,9 @@ from canary_action.metrics.schema import GradNormSpike, StepTimeSummary, Summary
 Column = Sequence[float | None]
 
 MSER_BATCH: Final = 5  # MSER-5: batch means of 5 steps smooth per-step jitter before the truncation search
+#: A flat slow start counts as a warm-up past the first quarter of a run only this many times slower than the
+#: rest (a compile or cache warm-up: 3x in the tiny SFT canary; a load change on a shared CPU: 1.4x, seen).
+WARMUP_SLOWER: Final = 2.0
 MSER_TIE: Final = 1.5  # the shortest cut scoring within 1.5x of the minimum wins (see detect_warmup)
 DIVERGENCE_WINDOW: Final = 5  # rolling median of 5: one or two wild steps never move it, three do
 DIVERGENCE_NOISE_K: Final = 8.0  # the rise must exceed 8 noise sigmas: a median of 5 never drifts that far by chance
@@ -58,10 +61,11 @@ def detect_warmup(step_times: Sequence[float]) -> int:
         scores.append(sum((b - mean) * (b - mean) for b in kept) / (len(kept) * len(kept)))
     level = sum(batches) / len(batches) if batches else 0.0
     cut = _shortest_good_cut(scores, level)
-    if 1 + MSER_BATCH * cut > n // 4 and not _decays(batches[:cut], batches[cut:]):
-        # Past the first quarter, a cut must be a warm-up: a slow start coming down to the steady level. A run
-        # slow for its first 40 steps and then fast, flat both, saw its load drop: that is the run's noise, and
-        # cutting it (41 of 100 steps, seen) would hide it. Only cuts inside the first quarter stay.
+    if 1 + MSER_BATCH * cut > n // 4 and not _warmup_like(batches[:cut], batches[cut:]):
+        # Past the first quarter, a cut must look like a warm-up: a slow start coming down to the steady level, or
+        # one at least twice as slow. A run 1.4x slower for its first 40 steps and then fast, flat both, saw its
+        # load drop: that is the run's noise, and cutting it (41 of 100 steps, seen) would hide it. Only cuts
+        # inside the first quarter stay.
         cut = _shortest_good_cut(scores[: max(0, (n // 4 - 1) // MSER_BATCH) + 1], level)
     return 1 + MSER_BATCH * cut
 
@@ -76,15 +80,15 @@ def _shortest_good_cut(scores: Sequence[float], level: float) -> int:
     return next((cut for cut, x in enumerate(scores) if x <= bound), 0)
 
 
-def _decays(removed: Sequence[float], kept: Sequence[float]) -> bool:
-    """Whether the removed batch means come down toward the kept ones, as a warm-up does: their first third is
-    above the kept mean, and the removed stretch itself closes at least half of that gap."""
+def _warmup_like(removed: Sequence[float], kept: Sequence[float]) -> bool:
+    """Whether the removed batch means look like a warm-up: their first third is at least WARMUP_SLOWER times the
+    kept mean, or above it and coming down (the removed stretch itself closes at least half of the gap)."""
     if len(removed) < 2 or not kept:
         return False
     third = max(1, len(removed) // 3)
     head, tail = sum(removed[:third]) / third, sum(removed[-third:]) / third
     steady = sum(kept) / len(kept)
-    return head > steady and head - tail >= 0.5 * (head - steady)
+    return head >= WARMUP_SLOWER * steady or (head > steady and head - tail >= 0.5 * (head - steady))
 
 
 def summarize(series: Mapping[str, Column], *, warmup: int | Literal["auto"], profiler_steps: range | None) -> Summary:

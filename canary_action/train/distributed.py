@@ -15,7 +15,8 @@ from typing import Any
 import torch
 import transformers
 
-from canary_action.config.schema import CommonConfig, DistributedConfig
+from canary_action.config.blocks import DistributedConfig
+from canary_action.config.schema import CommonConfig
 from canary_action.errors import ConfigError
 from canary_action.train.placement import GPU_RUNTIME_FIX
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from canary_action.config.schema import FaultInjection
+from canary_action.config.blocks import FaultInjection
 from canary_action.train.callback import StepCounters
 from canary_action.train.probes import DeviceProbe
 

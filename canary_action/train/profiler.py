@@ -26,7 +26,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from canary_action.config.schema import ProfilerConfig
+from canary_action.config.blocks import ProfilerConfig
 from canary_action.metrics.schema import ProfiledOp, ProfilerSummary, Status
 
 _US_PER_MS = 1000.0

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-from canary_action.cli import _pair_note
+from canary_action.cli_pair import _pair_note
 from canary_action.metrics.pair import PairRecord, Round, SideEnd
 from canary_action.report.render import render
 from canary_action.report.terminal import render_terminal

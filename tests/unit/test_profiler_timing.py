@@ -18,7 +18,7 @@ import torch
 from transformers import DefaultFlowCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_callback import CallbackHandler
 
-from canary_action.config.schema import ProfilerConfig
+from canary_action.config.blocks import ProfilerConfig
 from canary_action.metrics import schema as m
 from canary_action.metrics.summarize import summarize
 from canary_action.train import callback, profiler

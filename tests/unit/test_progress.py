@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from canary_action.cli import _interrupted_message
+from canary_action.config.blocks import ProfilerConfig
 from canary_action.config.load import parse_config
-from canary_action.config.schema import ProfilerConfig
 from canary_action.errors import RunInterrupted
 from canary_action.metrics import schema as m
 from canary_action.train.callback import RunRecord
