@@ -1,21 +1,47 @@
 #!/usr/bin/env bash
-# The main job the README starts with: install, then a real canary end to end on the builtin tiny model,
-# offline on the CPU — two runs of configs/tiny/dpo.yaml (a "baseline" and a "pull request"), compared, and
-# the comparison rendered as the terminal report and as the PR comment GitHub would show. About a minute after
-# the install (docs/benchmarks.md#main-job-timing).
-# Exits with `canary compare`'s code: 0 pass/neutral (the expected outcome for two identical configs),
-# 1 regression, 2 bad input, 3 a run crashed.
+# The main job the README starts with: install, then the gate end to end on the builtin tiny model, offline on
+# the CPU, both ways it can go:
+#   1. A/A: configs/tiny/dpo.yaml run twice (a "baseline" and a "pull request" that changes nothing), compared,
+#      and the comparison rendered as the terminal report and as the PR comment GitHub would show: the gate
+#      must stay quiet (pass).
+#   2. A/B: a lockstep pair (`canary pair`, the action's default for pull requests) of that config and a "pull
+#      request" that plants a 0.3 s wait in every step (fault_injection.sleep_s_per_step, about +80 % on a quiet
+#      2-core CPU, still +30 % at three times the step time): the gate must catch it (regression).
+# About two and a half minutes after the install (docs/benchmarks.md#main-job-timing).
+# Exits 0 when the gate did both, 1 when it did not (it says which), 2 or 3 when a command failed (bad input, a
+# crashed run), with that command's code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install.sh train  # the CPU build of torch, then the project
+bash scripts/install.sh train # the CPU build of torch, then the project
 out="runs/main-job-$(date -u +%Y%m%dT%H%M%SZ)"
-.venv/bin/canary run configs/tiny/dpo.yaml -o "$out/baseline"
-.venv/bin/canary run configs/tiny/dpo.yaml -o "$out/current"
-verdict=0
-.venv/bin/canary compare "$out"/current/*/metrics.json "$out/baseline" --json -o "$out/result.json" || verdict=$?
+canary=.venv/bin/canary
+
+echo "== 1. A/A: the same config twice; the gate must pass it"
+"$canary" run configs/tiny/dpo.yaml -o "$out/baseline"
+"$canary" run configs/tiny/dpo.yaml -o "$out/current"
+same=0
+"$canary" compare "$out"/current/*/metrics.json "$out/baseline" --json -o "$out/result.json" || same=$?
 if [ -f "$out/result.json" ]; then
-  .venv/bin/canary report "$out/result.json" --format terminal
-  .venv/bin/canary report "$out/result.json" --format comment -o "$out/comment.md"
+  "$canary" report "$out/result.json" --format terminal
+  "$canary" report "$out/result.json" --format comment -o "$out/comment.md"
 fi
-echo "main job: results in $out (metrics.json of both runs, result.json, comment.md); compare exited $verdict"
-exit "$verdict"
+
+echo "== 2. A/B: a lockstep pair whose head waits 0.3 s more every step; the gate must catch it"
+mkdir -p "$out/trees/base" "$out/trees/head"
+cp configs/tiny/dpo.yaml "$out/trees/base/canary.yaml"
+cp configs/tiny/dpo.yaml "$out/trees/head/canary.yaml"
+printf 'fault_injection:\n  sleep_s_per_step: 0.3  # the planted regression\n' >>"$out/trees/head/canary.yaml"
+slowed=0
+"$canary" pair canary.yaml --base "$out/trees/base" --head "$out/trees/head" -o "$out/pair" || slowed=$?
+
+echo "main job: results in $out (A/A: both runs' metrics.json, result.json, comment.md; A/B: pair/)"
+if [ "$same" -ge 2 ] || [ "$slowed" -ge 2 ]; then
+  echo "main job: a command failed (A/A compare exited $same, the pair $slowed): see its message above" >&2
+  exit $((same >= 2 ? same : slowed))
+fi
+if [ "$same" -eq 0 ] && [ "$slowed" -eq 1 ]; then
+  echo "main job: the gate passed the unchanged pull request and caught the planted slowdown"
+  exit 0
+fi
+echo "main job: expected pass then regression; got exit $same (A/A) and $slowed (A/B)" >&2
+exit 1
