@@ -5,9 +5,10 @@
 #      and the comparison rendered as the terminal report and as the PR comment GitHub would show: the gate
 #      must stay quiet (pass).
 #   2. A/B: a lockstep pair (`canary pair`, the action's default for pull requests) of that config and a "pull
-#      request" that plants a 0.3 s wait in every step (fault_injection.sleep_s_per_step, about +80 % on a quiet
-#      2-core CPU, still +30 % at three times the step time): the gate must catch it (regression).
-# About two and a half minutes after the install (docs/benchmarks.md#main-job-timing).
+#      request" that plants a 0.3 s wait in every step (fault_injection.sleep_s_per_step: +184 % on the quiet
+#      2-core dev machine, +109 % beside two CPU-bound loops): the gate must catch it (regression).
+# About a minute and a half after the install, 2.3 minutes beside two CPU-bound loops
+# (docs/benchmarks.md#main-job-timing).
 # Exits 0 when the gate did both, 1 when it did not (it says which), 2 or 3 when a command failed (bad input, a
 # crashed run), with that command's code.
 set -euo pipefail
