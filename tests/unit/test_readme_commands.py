@@ -55,3 +55,18 @@ def test_the_readmes_workflow_is_a_whole_job_that_lints_clean(tmp_path: Path) ->
     command = [str(actionlint), "-config-file", str(config), "-no-color", str(file)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_readme_describes_the_builtin_sample_as_it_is(tmp_path: Path) -> None:
+    """The README said the --builtin sample was builtin pythia-70m; it is builtin:tiny-llama."""
+    from canary_action.config.load import load_config, write_sample_config
+
+    sample = tmp_path / "canary.yaml"
+    sample.write_text(write_sample_config("dpo", "smoke", builtin=True), encoding="utf-8")
+    config = load_config(sample).config
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    said = (
+        f"{config.max_steps} {config.training_type.upper()} steps of {config.model_name} "
+        f"{'with LoRA' if config.use_peft else 'without LoRA'} at max_length {config.max_length}"
+    )
+    assert said in text
