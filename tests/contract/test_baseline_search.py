@@ -94,8 +94,8 @@ def test_baseline_workflow_leaves_out_pull_request_runs_and_forks_runs(runner: R
     assert done.code == 0, done.log
     assert [b.run_id for b in done.result().baselines] == ["sft-smoke-nightly-1"]
     notes = done.result().notes
-    assert "left out 3 run(s) of master started by other events (pull requests)" in notes
-    assert "left out 1 run(s) of another branch, commit or repository" in notes  # the fork's push run
+    assert "left out 3 runs of master started by other events (pull requests)" in notes
+    assert "left out 1 run of another branch, commit or repository" in notes  # the fork's push run
     downloads = [r.path for r in fake_github.requests if r.path.endswith("/artifacts")]
     assert downloads == [f"/repos/{REPO}/actions/runs/{trusted}/artifacts"]
 

@@ -94,7 +94,10 @@ def test_an_aa_pair_passes(tmp_path: Path) -> None:
     result = json.loads(done.stdout)
     assert done.returncode == 0, (result["reason"], done.stderr[-3000:])
     assert result["verdict"] == "pass", result["reason"]
-    assert next(c for c in result["checks"] if c["name"] == "step_time")["status"] == "pass"
+    # Never a failure; a warning (a point estimate over the minimum effect, not clear) is noise said as such, and
+    # it came once in a suite run on this 2-core machine: a judged check, not a pass that was promised.
+    step_time = next(c for c in result["checks"] if c["name"] == "step_time")
+    assert step_time["status"] in ("pass", "warn"), step_time["message"]
     # Same seed, same batches, same code: the loss curves coincide.
     written = pair_dir(tmp_path / "out")
     losses = [read_metrics(written / s / "metrics.json").series["train/loss"] for s in ("base", "head")]
