@@ -267,6 +267,8 @@ def test_sides_that_fail_to_start_point_at_the_traceback_they_wrote(tmp_path: Pa
 
 
 STEP_CLOCK = """
+import atexit
+import os
 import time
 from pathlib import Path
 
@@ -281,9 +283,17 @@ class StepClock(TrainerCallback):
             log.write(f"{time.time_ns()}\\n")
 
 
+def slow_exit(folder):  # a side whose teardown takes a second of CPU, after its results are written
+    (folder / "exit-begins.txt").write_text(f"{time.time_ns()}")
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:
+        pass
+
+
 def build_trainer(context):
     trainer = plain(context)
     trainer.add_callback(StepClock())
+    atexit.register(slow_exit, Path(trainer.args.output_dir))
     return trainer
 """
 
@@ -291,7 +301,8 @@ def build_trainer(context):
 def test_the_side_that_ends_first_writes_its_results_before_the_other_trains_its_last_chunk(tmp_path: Path) -> None:
     """Writing metrics.json (summaries, the file) while the other side trained made that side's last steps run
     1.8-2.5x their median in every benchmark pair, a false 'periodic stalls' suspect. The coordinator now hears
-    of a side's end only once its file is written, so the other side's last step starts after that."""
+    of a side's end only once its file is written, and waits for its process to exit (its teardown ran beside
+    the other side's last chunk at half its CPU time), so the other side's last chunk starts after both."""
     custom = (REPO / "configs" / "tiny" / "custom.yaml").read_text(encoding="utf-8")
     config = custom.replace("canary_action.train.builtin.example_factory:build_trainer", "clock:build_trainer")
     base = tree(tmp_path, "base", config, **{"clock.py": STEP_CLOCK})
@@ -305,6 +316,9 @@ def test_the_side_that_ends_first_writes_its_results_before_the_other_trains_its
     assert len(begins) == 8
     last_chunk_starts = begins[-2]  # chunks of 2 steps (the default)
     assert (written / first / "metrics.json").stat().st_mtime_ns <= last_chunk_starts
+    # and it has exited: its teardown (here a second of CPU) no longer runs beside the other side's last chunk
+    [exit_began] = (written / first).rglob("exit-begins.txt")
+    assert last_chunk_starts >= int(exit_began.read_text(encoding="utf-8")) + 1_000_000_000
 
 
 #: A head side that is twice as slow (each step busy-waits as long as it computed: +100 % on any CPU, under any

@@ -202,7 +202,7 @@ def free_uid(first: int = DEFAULT_HEAD_UID, count: int = HEAD_UIDS) -> int:
     place this process's id picks. The head side's leftovers are ended by killing every process of its uid
     (Identity.end_leftovers): two pairs on one machine (two runners, a test suite beside a pair) sharing one uid
     ended each other's head side."""
-    used = set()
+    used: set[int] = set()
     for status in Path("/proc").glob("[0-9]*/status"):
         with contextlib.suppress(OSError):
             uid_line = next(line for line in status.read_text().splitlines() if line.startswith("Uid:"))

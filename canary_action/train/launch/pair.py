@@ -322,6 +322,8 @@ def _take_turns(sides: list[_Side], rounds: list[Round], rng: random.Random, dea
         for side in order:
             _send(side, f"go {index}")
             _await(side, deadline)
+            if side.ended:
+                _await_exit(side, deadline)
         index += 1
     for side in sides:  # one side ended: the pair is over, the other stops where it waits
         if not side.ended:
@@ -360,6 +362,16 @@ def _await(side: _Side, deadline: float) -> None:
         side.steps = int(words[1])
         side.device = words[2] if len(words) == 3 else side.device
         side.ready = True
+
+
+def _await_exit(side: _Side, deadline: float) -> None:
+    """Let a side that ended finish exiting before the other trains on: its interpreter's teardown (freeing the
+    model, torch's threads) ran beside the other side's last chunk on the shared CPUs, at half its CPU time per
+    wall second in 7 of 10 benchmark pairs (docs/benchmarks.md). A side that does not exit in time is ended
+    later (_finish)."""
+    if side.process is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            side.process.wait(timeout=max(0.0, min(deadline - time.monotonic(), _STOP_GRACE_S)))
 
 
 def _send(side: _Side, message: str) -> None:
