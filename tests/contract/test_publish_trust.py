@@ -504,19 +504,24 @@ def _pair_zip(*, head_s: float, base_s: float, steps: int = 40) -> bytes:
     return make_zip(files)
 
 
+def _report_a_forks_pair(runner: Runner, fake_github: FakeGitHub, *, head_s: float, base_s: float) -> Any:
+    """Report mode on a fork's measured run whose artifact holds a pair of those step times, beside three
+    default-branch runs."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    baselines(fake_github, 3)
+    run_id = _fork_run(fake_github)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=_pair_zip(head_s=head_s, base_s=base_s))
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+    return runner.run("workflow_run", payload, measured_workflow="canary.yml")
+
+
 def test_a_forged_base_side_cannot_pass_a_slowdown_that_the_default_branchs_runs_fail(
     runner: Runner, fake_github: FakeGitHub
 ) -> None:
     """The pull request's job wrote both sides: a 2x slower head beside a base side made as slow passes paired.
     The default branch's three runs fail it, and a paired pass never overrides that; the base side is the pair's
     partner only, not one more baseline."""
-    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
-    baselines(fake_github, 3)
-    run_id = _fork_run(fake_github)
-    fake_github.add_artifact(run_id, name=ARTIFACT, content=_pair_zip(head_s=0.2, base_s=0.2))
-    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
-
-    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
+    done = _report_a_forks_pair(runner, fake_github, head_s=0.2, base_s=0.2)
 
     assert done.code == 1, done.log
     result = done.result()
@@ -530,13 +535,7 @@ def test_a_forged_base_side_cannot_pass_a_slowdown_that_the_default_branchs_runs
 
 
 def test_an_honest_pair_still_passes_in_report_mode(runner: Runner, fake_github: FakeGitHub) -> None:
-    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
-    baselines(fake_github, 3)
-    run_id = _fork_run(fake_github)
-    fake_github.add_artifact(run_id, name=ARTIFACT, content=_pair_zip(head_s=0.1, base_s=0.1))
-    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
-
-    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
+    done = _report_a_forks_pair(runner, fake_github, head_s=0.1, base_s=0.1)
 
     assert done.code == 0, done.log
     assert done.result().verdict == "pass"
