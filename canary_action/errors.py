@@ -111,6 +111,13 @@ class ConfigChangedError(ArtifactError):
     title = "the pull request changes its canary config"
 
 
+class IncomparableRunError(ConfigChangedError):
+    """Report mode: the measured run is not comparable with the default branch's runs (its recorded data, model or
+    hardware differs), and no maintainer accepted that for the commit."""
+
+    title = "the pull request's run is not comparable with the default branch's"
+
+
 class BaselineError(MetricsFileError):
     """The baseline cannot be used: missing, corrupt, of another schema version or another config."""
 

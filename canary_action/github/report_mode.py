@@ -29,6 +29,7 @@ from canary_action.errors import (
     CanaryError,
     ConfigChangedError,
     GitHubError,
+    IncomparableRunError,
     MetricsFileError,
     TrainingError,
     UsageError,
@@ -43,6 +44,7 @@ from canary_action.report.escape import one_line, slug
 from canary_action.report.view import Links
 
 if TYPE_CHECKING:
+    from canary_action.compare.result import CompareResult
     from canary_action.config.schema import CanaryConfig
     from canary_action.github.baseline_fetch import Artifact
 
@@ -110,6 +112,11 @@ def report_mode(step: Step) -> int:
             trusted_pair=False,
         )
     except MetricsFileError as e:  # the measurement (untrusted) does not read as one
+        _publish_unmeasured(step, target, name, run, e)
+        raise
+    try:
+        result = _incomparable_notes(step, target, result)
+    except ConfigChangedError as e:
         _publish_unmeasured(step, target, name, run, e)
         raise
     if result.current.config_name != name:  # the trusted side's name marks the comment and names the check
@@ -253,6 +260,27 @@ def _config_change_notes(step: Step, target: Target, trusted: CanaryConfig, meas
         fix="land the config change on the default branch first (its next run is the new baseline), or a "
         f"maintainer who accepts it reruns the report with `accept-config-change: {target.head_sha}` "
         "(docs/examples/rerun.yml)",
+    )
+
+
+def _incomparable_notes(step: Step, target: Target, result: CompareResult) -> CompareResult:
+    """Refuse (ConfigChangedError) a measurement the comparison found not comparable with the default branch's runs:
+    its recorded workload or hardware (the dataset's or model's fingerprint, dtype, the GPU...) differs, and an
+    incomparable run is neutral, which passes a required check. The measurement is the pull request's to write: a
+    changed data file in the repository, or a forged fingerprint, would otherwise make any regression neutral. A
+    maintainer who accepts it for this commit (`accept-config-change`) gets the neutral result, with a note."""
+    comparability = result.comparability
+    if comparability is None or comparability.comparable:
+        return result
+    listed = "; ".join(f"{c.field}: {c.baseline} → {c.current}" for c in comparability.differences[:20])
+    if step.inputs.accept_config_change == target.head_sha:
+        said = f"not comparable with the default branch's runs, accepted by a maintainer for this commit: {listed}"
+        return result.model_copy(update={"notes": [*result.notes, said]})
+    raise IncomparableRunError(
+        f"the measured run is not comparable with the default branch's runs: {listed}. Its speed and memory cannot "
+        "be judged, and a pull request's run that cannot be judged is not passed",
+        fix="land the change on the default branch first (its next run is the new baseline), or a maintainer who "
+        f"accepts it reruns the report with `accept-config-change: {target.head_sha}` (docs/examples/rerun.yml)",
     )
 
 

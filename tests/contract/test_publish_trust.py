@@ -424,11 +424,11 @@ def test_a_pull_request_cannot_loosen_the_limits_it_is_judged_by(runner: Runner,
     assert any("thresholds block is not used" in n for n in done.result().notes)
 
 
-def _forked_slow_run(fake: FakeGitHub, config: dict[str, Any]) -> int:
-    """A fork's run, 2x slower than the baselines, measured with `config`."""
+def _forked_slow_run(fake: FakeGitHub, config: dict[str, Any], workload: dict[str, Any] | None = None) -> int:
+    """A fork's run, 2x slower than the baselines, measured with `config` (and `workload`: the recorded data)."""
     run_id = _fork_run(fake)
     run = {"run_id": "pr-1", "started_at": "2026-11-20T10:00:00Z"}
-    slow = make_metrics(step_time_s=0.2, seed=11, run=run, workload=SAME_DATA, config=config)
+    slow = make_metrics(step_time_s=0.2, seed=11, run=run, workload=workload or SAME_DATA, config=config)
     fake.add_artifact(run_id, name=ARTIFACT, content=make_zip({"pr-1/metrics.json": slow.model_dump_json().encode()}))
     return run_id
 
@@ -454,6 +454,30 @@ def test_a_pull_request_that_changes_its_config_is_a_failed_check_not_a_neutral_
     assert "max_steps: 30 → 6" in said
     assert f"accept-config-change: {PR_HEAD}" in said
     assert 2 not in fake_github.comments
+
+
+def test_a_run_made_incomparable_without_changing_the_config_is_a_failed_check_too(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    """The config the same, but the data it names changed (a data file in the repository, or a forged fingerprint:
+    the artifact is the pull request's to write): not comparable, so neutral before — which passes a required
+    check. A failed check naming the difference, unless a maintainer accepts that commit."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
+    baselines(fake_github, 3)
+    run_id = _forked_slow_run(fake_github, SAME_CONFIG, workload={"dataset_fingerprint": "e" * 64})
+    payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
+
+    done = runner.run("workflow_run", payload, measured_workflow="canary.yml")
+    accepted = runner.run("workflow_run", payload, measured_workflow="canary.yml", accept_config_change=PR_HEAD)
+
+    assert done.code == 2, done.log
+    first = fake_github.check_runs[0]
+    assert first["conclusion"] == "failure"
+    assert first["output"]["title"] == "rlhf-canary: the pull request's run is not comparable with the default branch's"
+    assert "dataset" in first["output"]["summary"]
+    assert accepted.code == 0, accepted.log
+    assert accepted.result().verdict == "neutral"
+    assert any("accepted by a maintainer for this commit" in n for n in accepted.result().notes)
 
 
 def test_a_maintainer_accepts_a_config_change_for_that_commit_only(runner: Runner, fake_github: FakeGitHub) -> None:

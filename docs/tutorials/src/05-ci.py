@@ -583,9 +583,10 @@ print(f"check run {refusal['name']!r}: {refusal['conclusion']} - {refusal['outpu
 
 # %% [markdown]
 # **Refused: the pull request changed its canary config.** The measured run's config differs from the default
-# branch's `canary.yaml` in a key that decides how a run is judged (everything but `name`, `description` and
-# `thresholds`). A pull request that set `max_steps: 6` or `batch_size: 16` would make its run incomparable
-# with the baselines, and an incomparable run is *neutral*, which passes a required check: so the publish job
+# branch's `canary.yaml` in a key that decides how a run is judged (everything but `name`, `description`,
+# `thresholds`, `timeout_minutes` and the output folders). A pull request that set `max_steps: 6` or
+# `batch_size: 16` would make its run incomparable with the baselines, and an incomparable run is *neutral*,
+# which passes a required check: so the publish job
 # fails the check instead, naming each changed key, and exits 2. The check run is there, on the pull request's
 # head commit; no comment is written.
 #
