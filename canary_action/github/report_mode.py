@@ -19,6 +19,7 @@ runs no code of the pull request.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +45,7 @@ from canary_action.report.escape import one_line, slug
 from canary_action.report.view import Links
 
 if TYPE_CHECKING:
-    from canary_action.compare.result import CompareResult
+    from canary_action.compare.result import Change, CompareResult
     from canary_action.config.schema import CanaryConfig
     from canary_action.github.baseline_fetch import Artifact
 
@@ -237,8 +238,8 @@ def _pairing_notes(step: Step, measured: Path) -> list[str]:
 
 def _config_change_notes(step: Step, target: Target, trusted: CanaryConfig, measured: Path) -> list[str]:
     """Refuse (ConfigChangedError) a measurement whose config differs from the default branch's in anything that
-    decides how it is judged — everything but its name, description and thresholds (the thresholds are the default
-    branch's anyway): a pull request that set `max_steps: 6` or `batch_size: 16` would otherwise make its run
+    decides how it is judged — everything but diff.IGNORED_CONFIG_KEYS and the thresholds (the default branch's
+    are used anyway): a pull request that set `max_steps: 6` or `batch_size: 16` would otherwise make its run
     incomparable with the baselines, and an incomparable run is neutral, which passes a required check. Unless a
     maintainer accepted the change for exactly this commit (`accept-config-change`): then a note says what
     changed."""
@@ -249,17 +250,14 @@ def _config_change_notes(step: Step, target: Target, trusted: CanaryConfig, meas
     changes = [c for c in changes if c.field.split(".", 1)[0] != "thresholds"]
     if not changes:
         return []
-    listed = "; ".join(f"{c.field}: {c.baseline} → {c.current}" for c in changes[:20])
-    listed += f"; and {len(changes) - 20} more" if len(changes) > 20 else ""
+    listed = _listed(changes)
     if step.inputs.accept_config_change == target.head_sha:
         return [f"the pull request changes the canary config, accepted by a maintainer for this commit: {listed}"]
     raise ConfigChangedError(
         f"the measured config differs from {step.inputs.config} on the default branch in what decides how a run is "
         f"judged: {listed}. A run measured with another config is not judged against the default branch's "
         "baselines",
-        fix="land the config change on the default branch first (its next run is the new baseline), or a "
-        f"maintainer who accepts it reruns the report with `accept-config-change: {target.head_sha}` "
-        "(docs/examples/rerun.yml)",
+        fix=_accept_fix("the config change", target),
     )
 
 
@@ -272,15 +270,27 @@ def _incomparable_notes(step: Step, target: Target, result: CompareResult) -> Co
     comparability = result.comparability
     if comparability is None or comparability.comparable:
         return result
-    listed = "; ".join(f"{c.field}: {c.baseline} → {c.current}" for c in comparability.differences[:20])
+    listed = _listed(comparability.differences)
     if step.inputs.accept_config_change == target.head_sha:
         said = f"not comparable with the default branch's runs, accepted by a maintainer for this commit: {listed}"
         return result.model_copy(update={"notes": [*result.notes, said]})
     raise IncomparableRunError(
         f"the measured run is not comparable with the default branch's runs: {listed}. Its speed and memory cannot "
         "be judged, and a pull request's run that cannot be judged is not passed",
-        fix="land the change on the default branch first (its next run is the new baseline), or a maintainer who "
-        f"accepts it reruns the report with `accept-config-change: {target.head_sha}` (docs/examples/rerun.yml)",
+        fix=_accept_fix("the change", target),
+    )
+
+
+def _listed(changes: Sequence[Change]) -> str:
+    """'key: old → new; ...', the first 20 and how many more."""
+    listed = "; ".join(f"{c.field}: {c.baseline} → {c.current}" for c in changes[:20])
+    return listed + (f"; and {len(changes) - 20} more" if len(changes) > 20 else "")
+
+
+def _accept_fix(what: str, target: Target) -> str:
+    return (
+        f"land {what} on the default branch first (its next run is the new baseline), or a maintainer who accepts "
+        f"it reruns the report with `accept-config-change: {target.head_sha}` (docs/examples/rerun.yml)"
     )
 
 
