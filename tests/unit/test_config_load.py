@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 from typing import Any, get_args
@@ -878,3 +879,20 @@ def test_cpu_threads_takes_a_count_or_auto() -> None:
     assert parse_config({**MINIMAL, "cpu_threads": 4}, source="c.yaml").config.cpu_threads == 4
     error = parse_error({**MINIMAL, "cpu_threads": 0})
     assert any(line.startswith("cpu_threads:") for line in error.errors), error.errors
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['a: "abc\n', "a: b: c\n", "a:\n\t- 1\n", "a: [1\n", "a: {b: 1\n", "a: 'x\n", "a: |\n  x\n b\n", "? [a\n",
+     "a: 1\n- b\n", "%YAML 9.9\n---\na: 1\n", "a: !!python/object 1\n", "a: 1\n  b: 2\n", "a: @x\n"],
+)  # fmt: skip
+def test_a_yaml_error_reads_without_a_doubled_word(tmp_path: Path, text: str) -> None:
+    # Issue 26 saw "starting at at line" in one message: PyYAML's own wording with ours around it.
+    path = tmp_path / "canary.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    words = " ".join([str(caught.value), *caught.value.errors, caught.value.fix or ""]).split()
+    doubled = [a for a, b in itertools.pairwise(words) if a == b and a.isalpha()]
+    assert not doubled, caught.value
+    assert "line" in str(caught.value.message) or re.search(r":\d+:\d+:", caught.value.message), caught.value
