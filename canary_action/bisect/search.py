@@ -1,0 +1,172 @@
+"""The search of `canary bisect`, apart from training: where in commits 1..n (0 the good commit, n the bad one)
+the effect of the bad commit appears, from noisy measurements of "commit k against the good commit".
+
+Each boundary of a searched range has a level: the effect measured at that commit (0 at the good commit, the
+confirming pair's effect at the bad one). A candidate is classified by where its confidence interval lies on the
+scale from the low level (0) to the high level (1):
+
+- all of it below 1/2: like the low end — the change comes after it;
+- all of it above 1/2: like the high end — the change is in it or before it;
+- all of it inside (PARTIAL_LOW, PARTIAL_HIGH): a level between the two — more than one change in the range,
+  each side of it searched on its own (regressions that add up in steps);
+- otherwise: not clear. It is measured once more when the budget allows; still not clear, the search of that
+  range stops and the range is reported, never a commit picked from it.
+
+A commit is named only when the range narrowed to it through clear calls alone and the intervals of the
+levels either side of it are apart. Commits that cannot be
+measured (they do not build or train) are skipped, as `git bisect skip` does, and the next nearest tried.
+
+The budget: one regression costs the confirming pair plus at most floor(log2 n) + 1 more; each further
+regression found (a level in between) adds ceil(log2 n) + 1. Retries, skips and the search share it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+PARTIAL_LOW: Final = 0.2
+PARTIAL_HIGH: Final = 0.8
+
+Call = Literal["before", "after", "between", "unclear", "skipped"]
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A change in percent against the good commit, with its confidence interval."""
+
+    pct: float
+    low: float
+    high: float
+
+    @classmethod
+    def zero(cls) -> Effect:
+        return cls(0.0, 0.0, 0.0)
+
+
+Span = tuple[int, int, Effect, Effect]  # (low, high, the level at low, the level at high)
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    call: Call
+    effect: Effect | None = None
+    why: str = ""  # for a skipped commit: what failed
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The commits low+1..high hold one change of the effect, from `before` (at low) to `after` (at high).
+    `clear`: narrowed to one commit through clear calls; otherwise `why` says where the search stopped."""
+
+    low: int
+    high: int
+    before: Effect
+    after: Effect
+    clear: bool
+    why: str = ""
+
+
+@dataclass
+class Search:
+    n: int
+    measure: Callable[[int], Effect | str]
+    """Commit k against the good commit: its effect, or why it could not be measured."""
+    budget: int
+    steps: list[Step] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def spent(self) -> int:
+        return len(self.steps)
+
+
+def default_budget(n: int) -> int:
+    """Pairs after the confirming one, for one regression in n commits."""
+    return math.floor(math.log2(n)) + 1 if n > 1 else 0
+
+
+def bisect(n: int, total: Effect, measure: Callable[[int], Effect | str], *, budget: int | None = None) -> Search:
+    """Search commits 1..n-1 (n measured already: `total`) for where the effect appears."""
+    search = Search(n, measure, default_budget(n) if budget is None else budget)
+    ranges = [(0, n, Effect.zero(), total)]
+    while ranges:
+        ranges[:0] = _narrow(search, *ranges.pop(0))
+    search.findings.sort(key=lambda f: f.low)
+    return search
+
+
+def _narrow(search: Search, low: int, high: int, before: Effect, after: Effect) -> list[Span]:
+    """Narrow (low, high] to one commit and append its finding; each level in between found on the way splits
+    off the range above it, returned to be searched next (and adds to the budget)."""
+    skipped: set[int] = set()
+    retried: set[int] = set()
+    splits: list[Span] = []
+    while high - low > 1:
+        k = nearest_untried(low, high, skipped)
+        if k is None:
+            why = "every commit in between was skipped (it could not be measured)"
+            search.findings.append(Finding(low, high, before, after, clear=False, why=why))
+            return splits
+        if search.spent >= search.budget:
+            why = f"out of pairs ({search.budget} after the confirming one)"
+            search.findings.append(Finding(low, high, before, after, clear=False, why=why))
+            return splits
+        measured = search.measure(k)
+        if isinstance(measured, str):
+            search.steps.append(Step(k, "skipped", why=measured))
+            skipped.add(k)
+            continue
+        call = classify(measured, before, after)
+        search.steps.append(Step(k, call, measured))
+        if call == "before":
+            low, before = k, measured
+        elif call == "after":
+            high, after = k, measured
+        elif call == "between":
+            splits.insert(0, (k, high, measured, after))
+            search.budget += math.ceil(math.log2(search.n)) + 1
+            high, after = k, measured
+        elif k not in retried and search.spent < search.budget:
+            retried.add(k)
+        else:
+            why = f"the effect at commit {k} is not clear: between the two ends"
+            search.findings.append(Finding(low, high, before, after, clear=False, why=why))
+            return splits
+    if distinct(before, after):
+        search.findings.append(Finding(low, high, before, after, clear=True))
+    else:
+        why = "the change across it is not clear: the intervals either side of it overlap"
+        search.findings.append(Finding(low, high, before, after, clear=False, why=why))
+    return splits
+
+
+def distinct(before: Effect, after: Effect) -> bool:
+    """Whether two levels' intervals are apart: a change between them is clear."""
+    return before.high < after.low or after.high < before.low
+
+
+def classify(effect: Effect, before: Effect, after: Effect) -> Call:
+    """Where `effect`'s interval lies on the scale from `before` (0) to `after` (1)."""
+    span = after.pct - before.pct
+    if span == 0:
+        return "unclear"
+    ends = sorted([(effect.low - before.pct) / span, (effect.high - before.pct) / span])
+    if ends[0] > PARTIAL_LOW and ends[1] < PARTIAL_HIGH:
+        return "between"
+    if ends[1] < 0.5:
+        return "before"
+    if ends[0] > 0.5:
+        return "after"
+    return "unclear"
+
+
+def nearest_untried(low: int, high: int, skipped: set[int]) -> int | None:
+    """The commit strictly between low and high nearest their middle, not skipped (as `git bisect skip` moves
+    to a neighbour); None when every one was skipped."""
+    middle = (low + high) // 2
+    order = sorted(range(low + 1, high), key=lambda k: (abs(k - middle), k))
+    return next((k for k in order if k not in skipped), None)
