@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
@@ -14,10 +13,6 @@ from canary_action.destinations import output_folder
 from canary_action.errors import ConfigError, TrainingError, UsageError
 from canary_action.exit_codes import verdict_exit_code
 from canary_action.extras import require_training_stack
-
-if TYPE_CHECKING:
-    from canary_action.compare.result import CompareResult
-    from canary_action.metrics.pair import PairRecord
 
 
 @click.command("pair")
@@ -69,7 +64,7 @@ def pair_command(  # click passes options as keywords
     sides' measurements are written and judged). A base side that cannot run is no fault of the pull request: the
     verdict is neutral and the notes say how it failed.
     """
-    from canary_action.compare.command import run_compare
+    from canary_action.compare.pair_judge import judge_pair
     from canary_action.train.launch.pair import run_pair
 
     if as_json and kind is not None:  # before training: known at once
@@ -84,16 +79,7 @@ def pair_command(  # click passes options as keywords
     )  # fmt: skip
     if not outcome.head.exists() or isinstance(outcome.error, ConfigError):
         raise outcome.error or TrainingError("the head side wrote no metrics.json", fix="read the log above")
-    result = run_compare(
-        outcome.pair_dir, list(baselines), tier=tier, threshold_file=threshold_file, missing_ok=True,
-        notes=outcome.notes,
-    )  # fmt: skip
-    # First among the notes; it needs the comparison's count of judged rounds.
-    result = result.model_copy(update={"notes": [_pair_note(outcome.record, result), *result.notes]})
-    (outcome.pair_dir / "result.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    from canary_action.report.render import render
-
-    (outcome.pair_dir / "report.md").write_text(render(result, "markdown"), encoding="utf-8")
+    result = judge_pair(outcome, baselines, tier=tier, threshold_file=threshold_file)
     if as_json:
         emit(result_json(result), None, f"{result.verdict}: {result.reason}")
     else:
@@ -115,15 +101,3 @@ def _cpu_list(text: str) -> list[int]:
     except ValueError:
         raise UsageError(f"--cpus {text!r} is not a CPU list", fix="write it as 0, 0,2 or 0-3") from None
     return cpus
-
-
-def _pair_note(record: PairRecord, result: CompareResult) -> str:
-    """The pair in a line: every round it trained (the warm-up's too), and how many of them the speed checks
-    judged — the count the report's "Paired A/B" line gives."""
-    note = f"lockstep pair {record.pair_id}: {len(record.rounds)} rounds of {record.chunk_steps} steps in all"
-    note += f" (warm-up included), {record.wall_s:.0f} s"
-    if result.pairing is None:  # not judged as a pair (a side wrote no metrics.json)
-        return note
-    if result.pairing.rounds is None:
-        return note + "; too few rounds after the warm-up to judge speed"
-    return note + f"; {result.pairing.rounds} of them judged for speed, after the warm-up"

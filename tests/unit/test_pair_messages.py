@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-from canary_action.cli_pair import _pair_note
+from canary_action.compare.pair_judge import pair_note
 from canary_action.metrics.pair import PairRecord, Round, SideEnd
 from canary_action.report.render import render
 from canary_action.report.terminal import render_terminal
@@ -28,7 +28,7 @@ def test_the_note_and_the_paired_line_each_say_what_they_count(tmp_path: Path) -
     assert result.pairing is not None
     judged = result.pairing.rounds
     assert judged is not None
-    note = _pair_note(record(60), result)
+    note = pair_note(record(60), result)
     assert note == (
         f"lockstep pair {PAIR}: 60 rounds of 2 steps in all (warm-up included), 44 s; {judged} of them judged for "
         "speed, after the warm-up"
@@ -42,7 +42,7 @@ def test_a_pair_too_short_to_judge_says_so_in_its_note(tmp_path: Path) -> None:
     result = judge(*make_pair(tmp_path, steps=12))
     assert result.pairing is not None
     assert result.pairing.rounds is None
-    assert _pair_note(record(6), result).endswith(
+    assert pair_note(record(6), result).endswith(
         "6 rounds of 2 steps in all (warm-up included), 44 s; too few rounds after the warm-up to judge speed"
     )
     assert "too few rounds after the warm-up to judge speed" in render_terminal(result)
