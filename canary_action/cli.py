@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import click
 
 from canary_action import __version__, interrupts
+from canary_action.cli_bisect import bisect_command
 from canary_action.cli_github import gh_report_command
 from canary_action.cli_options import threshold_options
 from canary_action.cli_pair import pair_command
@@ -140,6 +141,7 @@ def cli(verbose: bool) -> None:
     )
 
 
+cli.add_command(bisect_command)  # cli_bisect.py
 cli.add_command(gh_report_command)  # rlhf-canary 0.1's gh-report: cli_github.py
 cli.add_command(pair_command)  # cli_pair.py
 cli.add_command(report_command)  # cli_report.py

@@ -75,7 +75,7 @@ def pair_command(  # click passes options as keywords
         output_folder(output_dir, flag="-o")
     outcome = run_pair(
         base_tree, head_tree, config, output_dir=output_dir, overrides=overrides, chunk_steps=chunk_steps,
-        seed=seed, cpus=_cpu_list(cpus) if cpus else None, setup=setup,
+        seed=seed, cpus=cpu_list(cpus) if cpus else None, setup=setup,
     )  # fmt: skip
     if not outcome.head.exists() or isinstance(outcome.error, ConfigError):
         raise outcome.error or TrainingError("the head side wrote no metrics.json", fix="read the log above")
@@ -91,7 +91,7 @@ def pair_command(  # click passes options as keywords
         raise click.exceptions.Exit(code)
 
 
-def _cpu_list(text: str) -> list[int]:
+def cpu_list(text: str) -> list[int]:
     """`0`, `0,2` or `0-3` as a list of CPU numbers."""
     cpus: list[int] = []
     try:

@@ -83,6 +83,15 @@ class Search:
     def spent(self) -> int:
         return len(self.steps)
 
+    def run(self, total: Effect) -> Search:
+        """Search commits 1..n-1 (n measured already: `total`) for where the effect appears. Its steps so far
+        stay readable when a measurement raises (Ctrl-C)."""
+        ranges = [(0, self.n, Effect.zero(), total)]
+        while ranges:
+            ranges[:0] = _narrow(self, *ranges.pop(0))
+        self.findings.sort(key=lambda f: f.low)
+        return self
+
 
 def default_budget(n: int) -> int:
     """Pairs after the confirming one, for one regression in n commits."""
@@ -90,13 +99,7 @@ def default_budget(n: int) -> int:
 
 
 def bisect(n: int, total: Effect, measure: Callable[[int], Effect | str], *, budget: int | None = None) -> Search:
-    """Search commits 1..n-1 (n measured already: `total`) for where the effect appears."""
-    search = Search(n, measure, default_budget(n) if budget is None else budget)
-    ranges = [(0, n, Effect.zero(), total)]
-    while ranges:
-        ranges[:0] = _narrow(search, *ranges.pop(0))
-    search.findings.sort(key=lambda f: f.low)
-    return search
+    return Search(n, measure, default_budget(n) if budget is None else budget).run(total)
 
 
 def _narrow(search: Search, low: int, high: int, before: Effect, after: Effect) -> list[Span]:
