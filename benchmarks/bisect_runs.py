@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import lockstep  # noqa: E402  (the team pipeline and the hog, shared with the lockstep benchmark)
+import lockstep  # the team pipeline and the hog, shared with the lockstep benchmark)
 
 MANIFEST: Final = "manifest.jsonl"
 DOCS_BEGIN: Final = "<!-- bisect:begin -->"
@@ -83,8 +83,10 @@ def make_history(repo: Path, n: int, planted: dict[int, tuple[str, int]], seed: 
             kind, count = planted[k]
             active.append((kind, count))
             (repo / "team_pipeline" / "trainer.py").write_text(trainer_text(active), encoding="utf-8")
-            subject = "trainer: recompute the dashboard diagnostic in compute_loss" if kind == "loss" else (
-                "collator: validate the token table for every batch"
+            subject = (
+                "trainer: recompute the dashboard diagnostic in compute_loss"
+                if kind == "loss"
+                else ("collator: validate the token table for every batch")
             )
         else:
             path, text = rng.choice(HARMLESS)
