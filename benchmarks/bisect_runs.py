@@ -10,8 +10,9 @@ hog.
 diagnostic, so that +X % is X % x step / diagnostic repetitions), then runs every job of the plan in one random
 order. A job builds a repository of N commits after the good one (docs, config comments, a helper module: no
 change of speed) with the slowdown planted at random positions, and runs `canary bisect canary.yaml --good FIRST
---bad LAST --json` in it as a user would, timed from start to end. manifest.jsonl lists every job: where the
-slowdowns were, what bisect said, its pairs and wall time.
+--bad LAST --json` in it as a user would, timed from start to end, then throws the repository away.
+manifest.jsonl lists every job: where the slowdowns were, what bisect said (its bisect.json), its pairs and wall
+time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -135,10 +137,11 @@ def collect(out: Path, seed: int) -> None:
             for i, (at, size) in enumerate(zip(positions, sizes, strict=True)):
                 kind = kinds[i % 2]
                 planted[at] = (kind, round(size / 100 * calibration["step_s"] / calibration["units_s"][kind]))
-            repo = out / "repos" / f"job{number:02d}"
-            shas = make_history(repo, n, planted, seed=number)
-            with lockstep.hog(load == "hog"):
-                result, wall, code = run_bisect(repo, shas[0], shas[-1])
+            with tempfile.TemporaryDirectory(prefix="bisect-job-") as scratch:  # a repository per job, thrown away
+                repo = Path(scratch) / "team"
+                shas = make_history(repo, n, planted, seed=number)
+                with lockstep.hog(load == "hog"):
+                    result, wall, code = run_bisect(repo, shas[0], shas[-1])
             row = {"job": number, "n": n, "load": load, "planted": {str(k): v for k, v in planted.items()},
                    "sizes_pct": list(sizes), "exit": code, "wall_s": round(wall, 1), "result": result,
                    "started": time.strftime("%H:%M:%S")}  # fmt: skip

@@ -38,7 +38,10 @@ def finding_lines(finding: Finding, check: str, kind: Literal["terminal", "markd
     if finding.clear:
         return [f"{commit_text(finding.commits[0], kind)}: {change}"]
     first, last = finding.commits[0], finding.commits[-1]
-    lines = [f"one of {counted(len(finding.commits), 'commit')}, {first.sha[:10]}..{last.sha[:10]}: {change}"]
+    if first is last:
+        lines = [f"{commit_text(first, kind)}, not clearly: {change}"]
+    else:
+        lines = [f"one of {counted(len(finding.commits), 'commit')}, {first.sha[:10]}..{last.sha[:10]}: {change}"]
     lines.append(f"stopped: {finding.why}")
     return lines
 
