@@ -1,0 +1,147 @@
+"""canary bisect's runner over a real git repository, with the pair replaced by a stand-in that reads the
+commit's own tree: each commit's `speed.txt` is its step-time effect against the good commit. What is real: the
+history, the worktrees (a wrong checkout measures the wrong number), skips, bisect.json and Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from canary_action.bisect import runner
+from canary_action.bisect.result import BisectResult
+from canary_action.compare.result import Check, Interval
+from canary_action.errors import ConfigError, TrainingError
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
+}  # fmt: skip
+
+
+def history(repo: Path, speeds: list[str]) -> list[str]:
+    """A commit per entry: speed.txt holds it (a number, `broken`, `crash` or `interrupt`)."""
+    env = {**os.environ, **GIT_ENV}
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    shas = []
+    for number, speed in enumerate(speeds):
+        (repo / "speed.txt").write_text(speed, encoding="utf-8")
+        subprocess.run(["git", "add", "-A"], cwd=repo, env=env, check=True)
+        subprocess.run(
+            ["git", "commit", "-q", "--allow-empty", "-m", f"commit {number}"], cwd=repo, env=env, check=True
+        )
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True)
+        shas.append(head.stdout.strip())
+    return shas
+
+
+@dataclass
+class StandIn:
+    """run_pair and judge_pair as the runner calls them; `trees` records each head tree's speed.txt."""
+
+    out: Path
+    trees: list[str] = field(default_factory=list)
+
+    def run_pair(self, base: Path, head: Path, config: Path, **_: object) -> SimpleNamespace:
+        speed = (head / "speed.txt").read_text(encoding="utf-8")
+        assert (base / "speed.txt").read_text(encoding="utf-8") == "0"  # the good commit's tree
+        self.trees.append(speed)
+        if speed == "interrupt":
+            raise KeyboardInterrupt
+        if speed == "broken":
+            raise ConfigError("canary.yaml: unknown key `lerning_rate`")
+        pair_dir = self.out / f"pair{len(self.trees)}"
+        pair_dir.mkdir(parents=True)
+        (pair_dir / "metrics.json").write_text("{}", encoding="utf-8")
+        error = TrainingError("the head side crashed") if speed == "crash" else None
+        return SimpleNamespace(pair_dir=pair_dir, base=pair_dir / "metrics.json", head=pair_dir / "metrics.json",
+                               error=error, notes=[], speed=float(speed) if speed[0].isdigit() else 0.0)  # fmt: skip
+
+    @staticmethod
+    def judge_pair(outcome: SimpleNamespace, **_: object) -> SimpleNamespace:
+        pct = outcome.speed
+        check = Check(name="step_time", group="perf", status="fail" if pct > 3 else "pass", unit="s", delta_pct=pct,
+                      interval=Interval(low=pct - 2, high=pct + 2), message="")  # fmt: skip
+        verdict = "regression" if pct > 3 else "pass"
+        return SimpleNamespace(checks=[check], verdict=verdict, reason=f"step_time {pct:+.1f} %")
+
+
+@pytest.fixture
+def stand_in(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> StandIn:
+    fake = StandIn(tmp_path / "pairs")
+    monkeypatch.setattr("canary_action.train.launch.pair.run_pair", fake.run_pair)
+    monkeypatch.setattr("canary_action.compare.pair_judge.judge_pair", fake.judge_pair)
+    return fake
+
+
+def bisect(repo: Path, shas: list[str], out: Path) -> BisectResult:
+    plan = runner.BisectPlan(config=Path("canary.yaml"))
+    return runner.run_bisect(repo, shas[0], shas[-1], out, plan, say=lambda _: None)
+
+
+def test_each_commit_is_measured_from_its_own_checkout_and_the_culprit_named(stand_in: StandIn, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = history(repo, ["0", "0", "0", "0", "0", "15", "15", "15", "15"])
+    result = bisect(repo, shas, tmp_path / "out")
+    assert stand_in.trees == ["15", "0", "15", "15"]  # commits 8 (bad), 4, 6, 5: read from each one's checkout
+    assert result.status == "found"
+    (finding,) = result.findings
+    assert finding.commits[0].sha == shas[5]
+    assert [(s.commit.index, s.call) for s in result.steps] == [
+        (8, "confirm"),
+        (4, "before"),
+        (6, "after"),
+        (5, "after"),
+    ]
+    assert result.pairs == len(stand_in.trees) <= result.max_pairs
+    assert BisectResult.model_validate_json((tmp_path / "out" / "bisect.json").read_text(encoding="utf-8")) == result
+
+
+def test_a_commit_that_cannot_be_measured_is_reported_with_why(stand_in: StandIn, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = history(repo, ["0", "0", "broken", "crash", "15"])
+    result = bisect(repo, shas, tmp_path / "out")
+    skipped = {s.commit.sha: s.why for s in result.steps if s.call == "skipped"}
+    assert skipped[shas[2]] == "invalid canary config: canary.yaml: unknown key `lerning_rate`"
+    assert "the head side crashed" in skipped[shas[3]]
+    (finding,) = result.findings
+    assert [c.sha for c in finding.commits] == shas[2:]
+    assert result.status == "not-clear"
+
+
+def test_no_failing_check_is_not_confirmed_and_searches_nothing(stand_in: StandIn, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = history(repo, ["0", "0", "1"])
+    result = bisect(repo, shas, tmp_path / "out")
+    assert result.status == "not-confirmed"
+    assert stand_in.trees == ["1"]
+    assert result.summary.startswith("not confirmed: in a pair of the bad commit against the good one")
+
+
+def test_a_bad_commit_that_cannot_train_is_an_error_naming_it(stand_in: StandIn, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = history(repo, ["0", "15", "crash"])
+    with pytest.raises(TrainingError, match=f"the bad commit {shas[-1][:10]} cannot be measured"):
+        bisect(repo, shas, tmp_path / "out")
+
+
+def test_ctrl_c_keeps_the_pairs_measured_and_removes_the_checkouts(stand_in: StandIn, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = history(repo, ["0", "0", "interrupt", "15", "15"])
+    with pytest.raises(KeyboardInterrupt):
+        bisect(repo, shas, tmp_path / "out")
+    kept = BisectResult.model_validate_json((tmp_path / "out" / "bisect.json").read_text(encoding="utf-8"))
+    assert kept.status == "interrupted"
+    assert [s.call for s in kept.steps] == ["confirm"]
+    assert kept.steps[0].effect is not None
+    worktrees = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True, check=True)
+    assert len(worktrees.stdout.splitlines()) == 1
