@@ -15,7 +15,7 @@ from canary_action.bisect.history import first_parent_range, repository_root, re
 from canary_action.bisect.result import BisectResult, CommitRef, EffectRecord, Finding, PairStep, Status
 from canary_action.bisect.search import Effect, Search, default_budget
 from canary_action.config.thresholds import Tier
-from canary_action.errors import CanaryError, TrainingError
+from canary_action.errors import CanaryError, ConfigError, TrainingError, UsageError
 from canary_action.metrics.io import counted
 
 if TYPE_CHECKING:
@@ -78,12 +78,16 @@ def run_bisect(
         tempfile.TemporaryDirectory(prefix="canary-bisect-") as scratch,
         worktree(root, good_sha, Path(scratch) / "good") as good_tree,
     ):
+        _check_good(good_tree, plan, good_sha)
         measure = _measurer(state, root, good_tree, Path(scratch), say)
         try:
             confirmed = measure(n)
             if isinstance(confirmed, str):
-                raise TrainingError(f"the bad commit {bad_sha[:10]} cannot be measured: {confirmed}",
-                                    fix="pass a bad commit that builds and trains")  # fmt: skip
+                raise TrainingError(
+                    f"the pair of the bad commit {bad_sha[:10]} against the good one did not run: {confirmed}",
+                    fix="its log above names the side that failed; a bad commit that crashes is a crash, not a "
+                    "slowdown: `canary run` it there",
+                )
             check = state.check = _followed(confirmed, plan.check)
             if check is None:
                 return state.finish("not-confirmed", _not_confirmed(confirmed, plan.check))
@@ -96,6 +100,22 @@ def run_bisect(
             state.finish("interrupted")
             raise
     return state.finish()
+
+
+def _check_good(tree: Path, plan: BisectPlan, sha: str) -> None:
+    """The good commit's config must load: every pair trains it (a commit after it may lack it: skipped)."""
+    from canary_action.config.load import load_config
+
+    if not (tree / plan.config).is_file():
+        raise UsageError(
+            f"the good commit {sha[:10]} has no {plan.config}",
+            fix="CONFIG is a path inside each commit's tree: pass a good commit that has it",
+        )
+    try:
+        load_config(tree / plan.config, plan.overrides)
+    except ConfigError as error:
+        message = f"at the good commit {sha[:10]}: {error.message}"
+        raise ConfigError(message, errors=error.errors, fix=error.fix) from None
 
 
 def _measurer(

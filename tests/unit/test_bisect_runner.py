@@ -15,7 +15,7 @@ import pytest
 from canary_action.bisect import runner
 from canary_action.bisect.result import BisectResult
 from canary_action.compare.result import Check, Interval
-from canary_action.errors import ConfigError, TrainingError
+from canary_action.errors import ConfigError, TrainingError, UsageError
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
@@ -23,10 +23,15 @@ GIT_ENV = {
 }  # fmt: skip
 
 
-def history(repo: Path, speeds: list[str]) -> list[str]:
-    """A commit per entry: speed.txt holds it (a number, `broken`, `crash` or `interrupt`)."""
+SFT = (Path(__file__).parents[2] / "configs" / "tiny" / "sft.yaml").read_text(encoding="utf-8")
+
+
+def history(repo: Path, speeds: list[str], config: str | None = SFT) -> list[str]:
+    """A commit per entry: speed.txt holds it (a number, `broken`, `crash` or `interrupt`), beside canary.yaml."""
     env = {**os.environ, **GIT_ENV}
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
+    if config is not None:
+        (repo / "canary.yaml").write_text(config, encoding="utf-8")
     shas = []
     for number, speed in enumerate(speeds):
         (repo / "speed.txt").write_text(speed, encoding="utf-8")
@@ -129,8 +134,22 @@ def test_a_bad_commit_that_cannot_train_is_an_error_naming_it(stand_in: StandIn,
     repo = tmp_path / "repo"
     repo.mkdir()
     shas = history(repo, ["0", "15", "crash"])
-    with pytest.raises(TrainingError, match=f"the bad commit {shas[-1][:10]} cannot be measured"):
+    with pytest.raises(TrainingError, match=f"the pair of the bad commit {shas[-1][:10]} against the good one did"):
         bisect(repo, shas, tmp_path / "out")
+
+
+def test_a_good_commit_without_a_loadable_config_is_bad_input(stand_in: StandIn, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = history(repo, ["0", "15"], config=SFT + "lerning_rate: 1\n")
+    with pytest.raises(ConfigError, match=f"at the good commit {shas[0][:10]}: "):
+        bisect(repo, shas, tmp_path / "out")
+    other = tmp_path / "other"
+    other.mkdir()
+    shas = history(other, ["0", "15"], config=None)
+    with pytest.raises(UsageError, match=f"the good commit {shas[0][:10]} has no canary.yaml"):
+        bisect(other, shas, tmp_path / "out")
+    assert stand_in.trees == []  # refused before any pair
 
 
 def test_ctrl_c_keeps_the_pairs_measured_and_removes_the_checkouts(stand_in: StandIn, tmp_path: Path) -> None:
