@@ -14,6 +14,7 @@ HEADLINES: Final = {
     "not-clear": "narrowed, not to one commit",
     "not-confirmed": "the regression is not confirmed",
     "interrupted": "interrupted",
+    "failed": "stopped by an error",
 }
 
 

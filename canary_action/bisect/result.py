@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 BISECT_SCHEMA_VERSION: Final = 1
 
-Status = Literal["found", "several", "not-clear", "not-confirmed", "interrupted"]
+Status = Literal["found", "several", "not-clear", "not-confirmed", "interrupted", "failed"]
 StepCall = Literal["confirm", "before", "after", "between", "unclear", "skipped"]
 
 CALL_WORDS: Final[dict[str, str]] = {

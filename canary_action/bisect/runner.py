@@ -99,6 +99,9 @@ def run_bisect(
         except KeyboardInterrupt:
             state.finish("interrupted")
             raise
+        except CanaryError as error:  # the good commit stopped training: what the pairs measured is kept
+            state.finish("failed", f"stopped: {error.message}")
+            raise
     return state.finish()
 
 

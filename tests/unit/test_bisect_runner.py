@@ -27,7 +27,8 @@ SFT = (Path(__file__).parents[2] / "configs" / "tiny" / "sft.yaml").read_text(en
 
 
 def history(repo: Path, speeds: list[str], config: str | None = SFT) -> list[str]:
-    """A commit per entry: speed.txt holds it (a number, `broken`, `crash` or `interrupt`), beside canary.yaml."""
+    """A commit per entry: speed.txt holds it (a number, or `broken`, `crash`, `goodfail`, `interrupt`: how its pair
+    fails), beside canary.yaml."""
     env = {**os.environ, **GIT_ENV}
     subprocess.run(["git", "init", "-q", "-b", "main"], cwd=repo, check=True)
     if config is not None:
@@ -63,7 +64,8 @@ class StandIn:
         pair_dir.mkdir(parents=True)
         (pair_dir / "metrics.json").write_text("{}", encoding="utf-8")
         error = TrainingError("the head side crashed") if speed == "crash" else None
-        return SimpleNamespace(pair_dir=pair_dir, base=pair_dir / "metrics.json", head=pair_dir / "metrics.json",
+        base = pair_dir / ("missing.json" if speed == "goodfail" else "metrics.json")  # the good side wrote nothing
+        return SimpleNamespace(pair_dir=pair_dir, base=base, head=pair_dir / "metrics.json",
                                error=error, notes=[], speed=float(speed) if speed[0].isdigit() else 0.0)  # fmt: skip
 
     @staticmethod
@@ -164,3 +166,17 @@ def test_ctrl_c_keeps_the_pairs_measured_and_removes_the_checkouts(stand_in: Sta
     assert kept.steps[0].effect is not None
     worktrees = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True, check=True)
     assert len(worktrees.stdout.splitlines()) == 1
+
+
+def test_a_good_side_that_stops_training_ends_the_bisect_and_keeps_what_was_measured(
+    stand_in: StandIn, tmp_path: Path
+) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = history(repo, ["0", "0", "goodfail", "15", "15"])
+    with pytest.raises(TrainingError, match="the good commit did not train in pair"):
+        bisect(repo, shas, tmp_path / "out")
+    kept = BisectResult.model_validate_json((tmp_path / "out" / "bisect.json").read_text(encoding="utf-8"))
+    assert kept.status == "failed"
+    assert kept.summary.startswith("stopped: the good commit did not train")
+    assert [s.call for s in kept.steps] == ["confirm"]
