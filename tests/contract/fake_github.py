@@ -95,7 +95,8 @@ class FakeGitHub:
 
     Public state (read it in assertions; the `add_*` methods and requests change it):
     `check_runs` (full objects as GitHub returns them), `annotations` (check run id -> every annotation sent),
-    `comments` (issue number -> comments, oldest first), `pulls` (number -> pull request), `workflow_runs`,
+    `comments` (issue number -> comments, oldest first), `issues` (number -> issue), `pulls` (number -> pull
+    request), `workflow_runs`,
     `artifacts`, `merge_bases` (a head commit -> where it meets the default branch), `requests` and
     `blob_requests` (RecordedRequest), `violations` (contract breaches, as text).
     Switches: `read_only` (every write -> 403, as with a fork's token) and `fail_next` (queued failures).
@@ -125,6 +126,7 @@ class FakeGitHub:
         self.check_runs: list[dict[str, Any]] = []
         self.annotations: dict[int, list[dict[str, Any]]] = {}
         self.comments: dict[int, list[dict[str, Any]]] = {}
+        self.issues: dict[int, dict[str, Any]] = {}
         self.pulls: dict[int, dict[str, Any]] = {}
         self.workflow_runs: list[dict[str, Any]] = []
         self.artifacts: list[dict[str, Any]] = []
@@ -150,6 +152,9 @@ class FakeGitHub:
             "issues/list-comments": self._list_comments,
             "issues/create-comment": self._create_comment,
             "issues/update-comment": self._update_comment,
+            "issues/list-for-repo": self._list_issues,
+            "issues/create": self._create_issue,
+            "issues/update": self._update_issue,
             "pulls/list": self._list_pulls,
             "pulls/get": self._get_pull,
             "repos/list-pull-requests-associated-with-commit": self._pulls_of_commit,
@@ -264,6 +269,15 @@ class FakeGitHub:
         )
         self.comments.setdefault(issue_number, []).append(comment)
         return int(comment["id"])
+
+    def add_issue(self, *, title: str, body: str, user: str = "someone", state: str = "open") -> dict[str, Any]:
+        """An issue (not a pull request): someone else's, or (user="github-actions[bot]") an earlier run's."""
+        number = 1 + max([*self.pulls, *self.issues, *self.comments], default=0)
+        fields = {"id": next(self._ids), "number": number, "title": title, "body": body, "user": user, "state": state}
+        user_type = "Bot" if user.endswith("[bot]") else "User"
+        made = gh.issue(self.api_url, self.repository, {**fields, "created_at": self._now()}, user_type=user_type)
+        self.issues[number] = made
+        return made
 
     def fail_next(
         self,
@@ -506,6 +520,36 @@ class FakeGitHub:
             return _too_long()
         comment.update(body=call.body["body"], updated_at=self._now())
         return _Reply(200, comment)
+
+    def _list_issues(self, call: _Call) -> _Reply:
+        """Issues and pull requests (GitHub lists both here; these are issues only), by state and creator."""
+        q = call.query
+        found = [
+            i
+            for i in self.issues.values()
+            if q.get("state", "open") in ("all", i["state"])
+            and q.get("creator", i["user"]["login"]) == i["user"]["login"]
+        ]
+        found.sort(key=lambda i: (i["created_at"], i["number"]), reverse=q.get("direction", "desc") == "desc")
+        page, headers = self._paginate(found, call)
+        return _Reply(200, page, headers)
+
+    def _create_issue(self, call: _Call) -> _Reply:
+        if len(call.body.get("body") or "") > COMMENT_MAX_CHARS:
+            return _too_long()
+        made = self.add_issue(title=call.body["title"], body=call.body.get("body") or "", user=self.writer)
+        return _Reply(201, made)
+
+    def _update_issue(self, call: _Call) -> _Reply:
+        found = self.issues.get(int(call.params["issue_number"]))
+        if found is None:
+            return _Reply(404, {"message": "Not Found"})
+        if found["user"]["login"] != self.writer:  # an installation token's issues_write covers any; ours is stricter
+            return _Reply(403, {"message": "Resource not accessible by integration"})
+        if len(call.body.get("body") or "") > COMMENT_MAX_CHARS:
+            return _too_long()
+        found.update({k: call.body[k] for k in ("title", "body", "state") if k in call.body}, updated_at=self._now())
+        return _Reply(200, found)
 
     def _list_pulls(self, call: _Call) -> _Reply:
         q = call.query

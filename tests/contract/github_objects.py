@@ -367,6 +367,39 @@ def issue_comment(
     }
 
 
+def issue(api: str, repo: dict[str, Any], fields: dict[str, Any], *, user_type: str) -> dict[str, Any]:
+    """`fields`: id, number, title, body, user (a login), state, created_at."""
+    full_name, number, issue_id = repo["full_name"], fields["number"], fields["id"]
+    url = f"{api}/repos/{full_name}/issues/{number}"
+    bot = user_type == "Bot"
+    return {
+        "id": issue_id,
+        "node_id": node_id("Issue", issue_id),
+        "url": url,
+        "repository_url": f"{api}/repos/{full_name}",
+        "labels_url": f"{url}/labels{{/name}}",
+        "comments_url": f"{url}/comments",
+        "events_url": f"{url}/events",
+        "html_url": f"{WEB}/{full_name}/issues/{number}",
+        "number": number,
+        "state": fields["state"],
+        "title": fields["title"],
+        "body": fields["body"],
+        "user": user(api, fields["user"], user_type),
+        "labels": [],
+        "assignee": None,
+        "assignees": [],
+        "milestone": None,
+        "locked": False,
+        "comments": 0,
+        "created_at": fields["created_at"],
+        "updated_at": fields["created_at"],
+        "closed_at": None,
+        "author_association": "NONE" if bot else "CONTRIBUTOR",
+        "performed_via_github_app": actions_app(api) if bot else None,
+    }
+
+
 def commit(api: str, repo: dict[str, Any], commit_sha: str, parents: list[str]) -> dict[str, Any]:
     """A commit as the compare endpoint lists it (authored by Codertocat, committed through the web UI)."""
     full_name = repo["full_name"]
