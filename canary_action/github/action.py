@@ -22,7 +22,9 @@ pull_request_target, which is measure there: its job holds a write token):
      run, write the sticky comment. A push, a schedule or a dispatch without pr-number only measures.
   On a pull request from a fork the token is read-only: steps 1 and 5 are skipped with a notice.
 
-mode report: report_mode.py. The modes live in run_mode.py and report_mode.py; step.py holds what they share.
+mode report: report_mode.py (and bisect_report.py: a bisect's issue). mode bisect: bisect_mode.py, which, like
+measure, uses no token and makes no request. The modes live in run_mode.py, report_mode.py and bisect_mode.py;
+step.py holds what they share.
 
 Exit codes (cli.py): 0 pass or neutral, 1 regression (0 with fail-on: never), 2 bad input, 3 a crash or
 GitHub failing. A missing permission (403/404 on publishing) is a warning that names it, not a failure.
@@ -79,13 +81,17 @@ def main(
             from canary_action.github.report_mode import report_mode
 
             return report_mode(step)
-        if mode == "measure" and token:
+        if mode in ("measure", "bisect") and token:
             log.annotate(
                 "warning",
-                "mode measure does not use github-token, and the job that runs pull request code should not hold "
-                'one: pass `github-token: ""` (docs/examples/pr-canary.yml)',
+                f"mode {mode} does not use github-token, and a job that trains should not hold one: pass "
+                '`github-token: ""` (docs/examples/pr-canary.yml, nightly.yml)',
                 title="rlhf-canary: a token in the measure job",
             )
+        if mode == "bisect":
+            from canary_action.github.bisect_mode import bisect_mode
+
+            return bisect_mode(step)
         return run_mode(step, trainer or ChildTrainer(runner.workspace, inputs.setup), publish=mode == "run")
     except CanaryError as error:
         if not error.annotated:

@@ -28,7 +28,8 @@ MAX_BODY_BYTES: Final = 32 * 2**20
 #: Which permission an endpoint needs, by a fragment of its path (first match wins).
 PERMISSIONS: Final = (
     ("/check-runs", "checks: write"),
-    ("/issues/", "pull-requests: write"),
+    ("/comments", "pull-requests: write"),  # a pull request's comments: /issues/N/comments, /issues/comments/ID
+    ("/issues", "issues: write"),  # a bisect's issue: /issues, /issues/N
     ("/pulls/", "pull-requests: read"),
     ("/actions/", "actions: read"),
 )

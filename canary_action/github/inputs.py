@@ -31,6 +31,8 @@ EXPRESSION_DEFAULTS: Final = {"github_token": "${{ github.token }}"}
 WORKFLOWS_DIR: Final = ".github/workflows/"
 #: A workflow file as GitHub finds one: directly in .github/workflows/, named *.yml or *.yaml.
 _WORKFLOW_FILE: Final = re.compile(r"(?:\.github/workflows/)?([A-Za-z0-9_][A-Za-z0-9_.-]*\.ya?ml)")
+#: A commit as git names it (a SHA, a branch or a tag): never an option, a range or a path outside the history.
+_REVISION: Final = r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,199}$"
 
 
 class ActionInputs(BaseModel):
@@ -50,13 +52,14 @@ class ActionInputs(BaseModel):
         "default branch's checkout in mode report, never from a pull request's files; unused in mode measure. "
         "Empty: ours.",
     )
-    mode: Literal["auto", "run", "measure", "report"] = Field(
+    mode: Literal["auto", "run", "measure", "report", "bisect"] = Field(
         "auto",
         description="measure: train and write the results for upload, using no token (the job that runs pull "
         "request code); report: compare a measured run's uploaded results and publish them (a separate job with "
-        "the write token); run: train, compare and publish in one job (trusted code only; on pull_request_target "
-        "only with the event's commit checked out); auto: report on workflow_run, measure on pull_request_target, "
-        "run otherwise.",
+        "the write token), or a bisect's as an issue; run: train, compare and publish in one job (trusted code "
+        "only; on pull_request_target only with the event's commit checked out); bisect: find the commit between "
+        "good and bad that made the canary regress, with lockstep pairs, using no token (docs/bisect.md); auto: "
+        "report on workflow_run, measure on pull_request_target, run otherwise.",
     )
     github_token: SecretStr | None = Field(
         None,
@@ -121,6 +124,17 @@ class ActionInputs(BaseModel):
         "judged as measured. Empty: a measured config that differs from the default branch's is a failed check "
         "naming the change.",
     )
+    good: str | None = Field(
+        None,
+        pattern=_REVISION,
+        description="mode bisect: the last commit known good (a SHA, branch or tag of the checkout's history; the "
+        "nightly's baseline-sha output). Required in mode bisect.",
+    )
+    bad: str | None = Field(
+        None,
+        pattern=_REVISION,
+        description="mode bisect: the first commit known bad; empty: the event's commit (GITHUB_SHA).",
+    )
     comment: Literal["always", "on-change", "on-failure", "never"] = Field(
         "always",
         description="When to write the sticky PR comment: always, on-change (the verdict changed), on-failure, "
@@ -150,11 +164,15 @@ class ActionInputs(BaseModel):
 OUTPUTS: Final[dict[str, str]] = {
     "verdict": "pass, regression, neutral or crashed.",
     "metrics-path": "Path of the run's metrics.json (empty in report mode).",
-    "result-path": "Path of the comparison result (result.json).",
-    "report-path": "Path of the markdown report.",
+    "result-path": "Path of the comparison result (result.json; mode bisect: bisect.json).",
+    "report-path": "Path of the markdown report (mode bisect: bisect.md).",
     "comment-url": "URL of the sticky PR comment, when one was written.",
     "check-run-url": "URL of the check run, when one was written.",
-    "artifact-name": "The artifact name under which a default-branch run's metrics become the baseline.",
+    "issue-url": "URL of the bisect's issue, when mode report wrote one.",
+    "artifact-name": "The artifact name under which a default-branch run's metrics become the baseline (mode "
+    "bisect: the name to upload the bisect under).",
+    "baseline-sha": "mode run: the commit of the newest baseline run compared with (a nightly's last good "
+    "commit, for mode bisect's good input); empty without one.",
 }
 
 

@@ -1,9 +1,12 @@
-"""Publishing to a pull request: the check run on its head commit and the one sticky comment per config.
+"""Publishing: the check run on a pull request's head commit, the one sticky comment per config, a bisect's issue.
 
 Check run: a new one per action run, named `rlhf-canary (<config>)`, on the measured commit. GitHub shows the
 newest run of a name on a commit, and it does not let a completed check run go back to in_progress (a rerun
 that PATCHed its earlier run would fail or lie), so an earlier run's check is never touched. GitHub takes at
 most 50 annotations per request and appends those of later updates, so more are sent in batches.
+
+Bisect issue (mode report on a bisect's artifact): one open issue per bad commit and config, found by the hidden
+lines at the start of its body among the open issues this token's identity opened, and updated in place.
 
 Sticky comment: the comment whose first line is the config's marker and that this token's identity wrote:
 the user of a personal access token (GET /user), or, for an app's installation token (GITHUB_TOKEN, which
@@ -30,6 +33,9 @@ from canary_action.errors import GitHubError
 from canary_action.github.client import GitHubClient
 
 MAX_ANNOTATIONS_PER_REQUEST: Final = 50
+#: The login an installation token's writes show (GITHUB_TOKEN's); the issues list filters by it.
+ACTIONS_BOT: Final = "github-actions[bot]"
+MAX_ISSUES_SCANNED: Final = 1000
 CommentMode = Literal["always", "on-change", "on-failure", "never"]
 Conclusion = Literal["success", "failure", "neutral", "cancelled"]
 _VERDICT_IN_TITLE: Final = re.compile(r"rlhf-canary \*\*(pass|regression|neutral|crashed)\*\*")
@@ -139,6 +145,33 @@ class Publisher:
             if e.forbidden:
                 return None
             raise
+
+    def upsert_issue(self, key: str, title: str, body: str) -> Published:
+        """Create, or update in place, the one open issue this token's identity opened whose body's first lines
+        hold `key` (hidden marker lines): a rerun never opens a second one. Published.id is its number."""
+        mine = self._identity()
+        params = {"state": "open", "creator": mine or ACTIONS_BOT, "sort": "created", "direction": "desc"}
+        listed = self.client.paginate(f"/repos/{self.repository}/issues", "", params=params, limit=MAX_ISSUES_SCANNED)
+        lines = key.splitlines()
+        existing = next(
+            (
+                issue
+                for issue in listed
+                if isinstance(issue, dict)
+                and "pull_request" not in issue  # the issues list holds pull requests too
+                and str(issue.get("body") or "").splitlines()[: len(lines)] == lines
+                and isinstance(issue.get("user"), dict)
+                and _written_by(issue["user"], mine)
+            ),
+            None,
+        )
+        fields = {"title": title, "body": body}
+        if existing is not None:
+            path = f"/repos/{self.repository}/issues/{int(existing['number'])}"
+            reply = self.client.request("PATCH", path, body=fields).body
+        else:
+            reply = self.client.request("POST", f"/repos/{self.repository}/issues", body=fields).body
+        return Published(int(reply["number"]), reply.get("html_url"))
 
 
 def _written_by(user: dict[str, Any], login: str | None) -> bool:

@@ -14,6 +14,8 @@ runs no code of the pull request.
    metrics.json or lockstep pair in it.
 4. Fetch the baselines (default-branch runs of the measured run's workflow file), compare, write the results.
 5. Publish a new check run, named after the trusted config, on that commit, and the sticky comment.
+
+An event about no pull request whose run holds a bisect's artifact is published as an issue (bisect_report.py).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from canary_action.errors import (
     UsageError,
 )
 from canary_action.github.baseline_fetch import OVERSIZED, RunArtifacts
+from canary_action.github.bisect_report import report_bisect
 from canary_action.github.context import PR_EVENTS
 from canary_action.github.publish import check_name
 from canary_action.github.step import Step, Target, default_artifact, fetch_for, read_config
@@ -78,6 +81,8 @@ def report_mode(step: Step) -> int:
         step.inputs.templates, step.runner.workspace, step.log, step.runner.summary_path, publish=True
     )
     name = loaded.config.name
+    if (bisected := report_bisect(step, run.id, run.url, name)) is not None:  # no pull request: a bisect's issue
+        return bisected
     artifact = inputs.baseline_artifact or default_artifact(name)
     step.outputs["artifact-name"] = artifact
     target = _verified_target(step, run)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 ACTION_REF: Final = "rlhf-canary/rlhf-canary@v1"
 UPLOAD_ARTIFACT: Final = "actions/upload-artifact@b7c566a772e6b6bfb58ed0dc250532a479d7789f  # v6.0.0"
 _SAFE_PATH: Final = re.compile(r"[A-Za-z0-9._/-]+")
+_SHA: Final = re.compile(r"[0-9a-f]{40}")
 
 #: Trains one canary and returns its metrics.json; raises TrainingError (with metrics_path when written).
 #: The default is training.ChildTrainer: a child process over the checked-out repository, holding no token.
@@ -100,6 +101,7 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
         ),
     )
     step.write_result(result, links)
+    step.outputs["baseline-sha"] = newest_baseline_sha(result)
     log.line(f"rlhf-canary {result.verdict}: {one_line(result.reason, 500)}")
     log.line(f"results in {step.relative(step.out_dir)}/ (upload them with actions/upload-artifact as {artifact})")
     if target is not None and check is not None and not _still_head_or_superseded(step, target, check):
@@ -110,6 +112,12 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
     if crash is not None:
         log.annotate("error", crash.render(), title=crash.title)
     return step.exit_code(result.verdict)
+
+
+def newest_baseline_sha(result: CompareResult) -> str:
+    """The commit of the newest baseline compared with (the baselines come newest first), as its metrics.json
+    records it: the nightly's last good commit, where a bisect starts (docs/examples/nightly.yml). "" without one."""
+    return next((b.git_sha for b in result.baselines if b.git_sha and _SHA.fullmatch(b.git_sha)), "")
 
 
 def _measured_only(step: Step, measured: Path, crash: CanaryError | None) -> int:

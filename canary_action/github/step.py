@@ -34,6 +34,11 @@ def default_artifact(config_name: str) -> str:
     return ARTIFACT_PREFIX + slug(config_name)
 
 
+def bisect_artifact(config_name: str) -> str:
+    """mode bisect's upload, which the publish job (report mode) looks for in a run with no pull request."""
+    return ARTIFACT_PREFIX + "bisect-" + slug(config_name)
+
+
 @dataclass(frozen=True)
 class Target:
     """The pull request results are published on, and its head commit (never the merge commit)."""
