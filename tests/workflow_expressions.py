@@ -180,12 +180,16 @@ def status_functions(results_of_needs: list[str]) -> dict[str, Callable[[], bool
 
 
 def run_jobs(
-    workflow: dict[str, Any], github: dict[str, Any], results: Mapping[str, str] | None = None
+    workflow: dict[str, Any],
+    github: dict[str, Any],
+    results: Mapping[str, str] | None = None,
+    step_outputs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, JobRun]:
     """Which jobs of `workflow` run for the event in `github`, and their outputs, in `needs` order. A job that
     runs ends with `results[name]` (default success). As on GitHub, a condition without a status function is
     `success() && (...)`: a job whose needs did not all succeed is skipped unless its condition says otherwise.
-    Outputs that come from steps (`steps.*`) are empty: only what the workflow file decides is evaluated."""
+    Outputs that come from steps (`steps.*`) are empty unless `step_outputs[job]` gives them (the action's, as a
+    run would set them). The `inputs` context is a workflow_dispatch event's inputs."""
     jobs: dict[str, dict[str, Any]] = workflow["jobs"]
     done: dict[str, JobRun] = {}
     while len(done) < len(jobs):
@@ -196,6 +200,7 @@ def run_jobs(
             needed = {d: done[d] for d in needs_of(job)}
             context = {
                 "github": github,
+                "inputs": (github.get("event") or {}).get("inputs"),
                 "needs": {d: {"result": r.result, "outputs": r.outputs} for d, r in needed.items()},
             }
             results_of_needs = [r.result for r in needed.values()]
@@ -208,6 +213,9 @@ def run_jobs(
             if not truthy(Expression(condition).evaluate(context, functions)):
                 done[name] = JobRun("skipped")
                 continue
-            outputs = {key: interpolate(str(value), context) for key, value in (job.get("outputs") or {}).items()}
+            given = dict((step_outputs or {}).get(name, {}))
+            steps = {step["id"]: {"outputs": given} for step in job.get("steps", []) if "id" in step}
+            with_steps = {**context, "steps": steps}
+            outputs = {key: interpolate(str(value), with_steps) for key, value in (job.get("outputs") or {}).items()}
             done[name] = JobRun((results or {}).get(name, "success"), outputs)
     return done

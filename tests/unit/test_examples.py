@@ -139,12 +139,12 @@ def writes(job: dict[str, Any], doc: dict[str, Any] | None = None) -> list[str]:
 
 
 def trains(step: dict[str, Any], doc: dict[str, Any]) -> bool:
-    """The container action trains in modes measure and run, and in mode auto on every event but workflow_run;
-    the composite never does."""
+    """The container action trains in modes measure, run and bisect, and in mode auto on every event but
+    workflow_run; the composite never does."""
     if our_action(step) == "report":
         return False
     mode = (step.get("with") or {}).get("mode", "auto")
-    return mode in ("measure", "run") or (mode == "auto" and "workflow_run" not in triggers(doc))
+    return mode in ("measure", "run", "bisect") or (mode == "auto" and "workflow_run" not in triggers(doc))
 
 
 def checkout_ref(step: dict[str, Any]) -> str | None:
@@ -626,6 +626,76 @@ def test_comment_and_workflow_run_triggers_check_out_nothing(path: Path) -> None
     for name, job in jobs(path):
         assert not on_gpu_runner(job), f"job {name}"
         assert not checkouts(job), f"job {name} checks out code"
+
+
+GOOD_NIGHT = "9" * 40
+
+
+def nightly_jobs(github: dict[str, Any], results: dict[str, str], **outputs: str) -> dict[str, dict[str, str] | None]:
+    """nightly.yml's jobs that run, each with the `with:` of its step of ours as the runner would render it."""
+    doc = example("nightly")
+    ran = run_jobs(doc, github, results, {"nightly": outputs})
+    context = {"github": github, "inputs": github["event"].get("inputs"),
+               "needs": {n: {"result": r.result, "outputs": r.outputs} for n, r in ran.items()}}  # fmt: skip
+    said: dict[str, dict[str, str] | None] = {}
+    for name, job in doc["jobs"].items():
+        if ran[name].ran:
+            given = ours_in(job).get("with") or {}
+            said[name] = {k: interpolate(str(v), context) for k, v in given.items() if k in ("good", "bad", "mode")}
+    return said
+
+
+def schedule() -> dict[str, Any]:
+    return {"event_name": "schedule", "event": {"schedule": "23 2 * * *"}, "sha": PUSHED, "run_id": "4242"}
+
+
+def test_the_nightly_bisects_a_regression_from_its_newest_baseline_to_its_commit() -> None:
+    failed = {"nightly": "failure"}
+    said = nightly_jobs(schedule(), failed, verdict="regression", **{"baseline-sha": GOOD_NIGHT})
+    assert said == {
+        "nightly": {"mode": "run"},
+        "bisect": {"mode": "bisect", "good": GOOD_NIGHT, "bad": PUSHED},
+        "publish-bisect": {},
+    }
+    bisect_failed = {**failed, "bisect": "failure"}
+    assert "publish-bisect" not in nightly_jobs(schedule(), bisect_failed, verdict="regression",
+                                                **{"baseline-sha": GOOD_NIGHT})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("result", "outputs"),
+    [
+        ("success", {"verdict": "pass", "baseline-sha": GOOD_NIGHT}),
+        ("failure", {"verdict": "crashed", "baseline-sha": GOOD_NIGHT}),
+        ("failure", {"verdict": "regression", "baseline-sha": ""}),  # no baseline to start from
+        ("cancelled", {"verdict": "", "baseline-sha": ""}),
+    ],
+    ids=["pass", "crash", "no-baseline", "cancelled"],
+)
+def test_the_nightly_bisects_nothing_else(result: str, outputs: dict[str, str]) -> None:
+    assert set(nightly_jobs(schedule(), {"nightly": result}, **outputs)) <= {"nightly"}
+
+
+def test_a_dispatch_with_good_runs_only_the_bisect() -> None:
+    dispatch = {**schedule(), "event_name": "workflow_dispatch", "event": {"inputs": {"good": GOOD_NIGHT, "bad": ""}}}
+    assert nightly_jobs(dispatch, {}) == {
+        "bisect": {"mode": "bisect", "good": GOOD_NIGHT, "bad": PUSHED},
+        "publish-bisect": {},
+    }
+    dispatch["event"]["inputs"] = {"good": "", "bad": ""}
+    assert set(nightly_jobs(dispatch, {})) == {"nightly"}
+
+
+def test_the_bisect_publisher_reads_the_trusted_config_and_no_output_of_a_gpu_job() -> None:
+    doc = example("nightly")
+    bisect, publish = doc["jobs"]["bisect"], doc["jobs"]["publish-bisect"]
+    assert (checkouts(bisect)[0]["with"]["fetch-depth"], ours_in(bisect)["with"]["github-token"]) == (0, "")
+    assert bisect["permissions"] == {"contents": "read"}
+    assert publish["permissions"] == {"actions": "read", "contents": "read", "issues": "write"}
+    told, reported = ours_in(bisect)["with"], ours_in(publish)["with"]
+    assert reported == {"config": told["config"], "measured-run-id": "${{ github.run_id }}"}
+    assert str(checkouts(publish)[0]["with"]["sparse-checkout"]).split() == [reported["config"]]
+    assert "needs." not in yaml.safe_dump(publish).replace("needs.bisect.result", "")
 
 
 # --- how the files refer to each other ---------------------------------------------------------------------
