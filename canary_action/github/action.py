@@ -77,6 +77,10 @@ def main(
         client = GitHubClient(runner.api_url, token, sleep=sleep)
         step = Step(inputs, runner, event_context(runner, inputs), client, log)
         mode = _mode(step)
+        if mode != "bisect" and (inputs.good or inputs.bad):
+            log.annotate(
+                "notice", f"good and bad are mode bisect's inputs: ignored in mode {mode}", title="rlhf-canary"
+            )
         if mode == "report":
             from canary_action.github.report_mode import report_mode
 

@@ -264,6 +264,13 @@ def test_mode_bisect_without_a_good_commit_is_refused_and_a_token_is_not_used(
     assert fake_github.requests == []
 
 
+def test_good_and_bad_outside_mode_bisect_are_ignored_and_said(runner: Runner, fake_github: FakeGitHub) -> None:
+    done = runner.run("schedule", schedule_payload(runner.tmp), ref="refs/heads/master", mode="measure",
+                      good="a" * 40, github_token="")  # fmt: skip
+    assert done.code == 0
+    assert "::notice title=rlhf-canary::good and bad are mode bisect's inputs: ignored in mode measure" in done.log
+
+
 def test_a_shallow_checkout_without_the_good_commit_is_refused_naming_fetch_depth(
     runner: Runner, fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
