@@ -13,6 +13,9 @@ from pathlib import Path
 from canary_action.errors import UsageError
 
 GIT_TIMEOUT_S = 120
+#: Every git call's settings: a checkout another user owns is still read (the action runs as root over the runner
+#: user's checkout: "dubious ownership" otherwise), and never the checkout's hooks or fsmonitor.
+GIT_SETTINGS = ("-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,11 @@ def git(repo: Path, *args: str) -> str:
     """One git command in `repo`; its stdout. A failure is a UsageError naming the command and git's words."""
     try:
         done = subprocess.run(
-            ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
+            ["git", *GIT_SETTINGS, "-C", str(repo), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
         )
     except FileNotFoundError:
         raise UsageError("git is not installed", fix="install git: canary bisect checks out commits with it") from None

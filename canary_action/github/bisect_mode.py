@@ -16,14 +16,12 @@ measured until then is still written and summarised).
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from canary_action.bisect.history import GIT_SETTINGS
 from canary_action.errors import CanaryError, UsageError
 from canary_action.github.commands import append_summary, write_outputs
 from canary_action.github.step import Step, bisect_artifact, read_config, replace_file
@@ -32,10 +30,6 @@ if TYPE_CHECKING:
     from canary_action.bisect.result import BisectResult
 
 BISECT_DIR: Final = "bisect"
-#: git as the action runs it: as root (a Docker action) over a checkout the runner's user owns, which git refuses
-#: ("dubious ownership") unless told; never the checkout's hooks or fsmonitor. Given to bisect/history.py's git
-#: calls through the environment (GIT_CONFIG_COUNT is a command-line scope, where safe.directory counts).
-GIT_SETTINGS: Final = (("safe.directory", "*"), ("core.hooksPath", "/dev/null"), ("core.fsmonitor", "false"))
 _FETCH_FIX: Final = (
     "check out with `fetch-depth: 0` (actions/checkout): a bisect walks the history from the good commit to the bad "
     "one (docs/examples/nightly.yml)"
@@ -69,9 +63,8 @@ def bisect_mode(step: Step) -> int:
     result: BisectResult | None = None
     stopped: CanaryError | None = None
     try:
-        with git_settings():
-            check_history(runner.workspace, good, bad)
-            result = run_bisect(runner.workspace, good, bad, out, plan, say=log.line)
+        check_history(runner.workspace, good, bad)
+        result = run_bisect(runner.workspace, good, bad, out, plan, say=log.line)
     except CanaryError as error:
         stopped = error
     finally:
@@ -111,24 +104,6 @@ def _commits(step: Step) -> tuple[str, str]:
     return good, bad
 
 
-@contextmanager
-def git_settings() -> Iterator[None]:
-    """GIT_SETTINGS in this process's environment (and so its git children's) for the block's duration."""
-    settings = {"GIT_CONFIG_COUNT": str(len(GIT_SETTINGS))}
-    for i, (key, value) in enumerate(GIT_SETTINGS):
-        settings |= {f"GIT_CONFIG_KEY_{i}": key, f"GIT_CONFIG_VALUE_{i}": value}
-    saved = {name: os.environ.get(name) for name in settings}
-    os.environ.update(settings)
-    try:
-        yield
-    finally:
-        for name, before in saved.items():
-            if before is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = before
-
-
 def check_history(workspace: Path, good: str, bad: str) -> None:
     """UsageError, naming the fix, unless the workspace is a git checkout holding both commits, good before bad."""
     if not (workspace / ".git").exists():
@@ -149,11 +124,12 @@ def check_history(workspace: Path, good: str, bad: str) -> None:
 
 
 def _is_ancestor(workspace: Path, good: str, bad: str) -> bool:
-    done = subprocess.run(["git", "-C", str(workspace), "merge-base", "--is-ancestor", good, bad],
+    done = subprocess.run(["git", *GIT_SETTINGS, "-C", str(workspace), "merge-base", "--is-ancestor", good, bad],
                           capture_output=True, check=False)  # fmt: skip
     return done.returncode == 0
 
 
 def _git(workspace: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(workspace), *args], capture_output=True, text=True, check=False)
+    done = subprocess.run(["git", *GIT_SETTINGS, "-C", str(workspace), *args], capture_output=True, text=True,
+                          check=False)  # fmt: skip
     return done.stdout.strip() if done.returncode == 0 else ""
