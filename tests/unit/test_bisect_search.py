@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from canary_action.bisect.search import Effect, bisect, classify, default_budget, nearest_untried
+from canary_action.bisect.search import Effect, bisect, classify, default_budget, distinct, nearest_untried
 
 
 def truth(index: int, changes: dict[int, float]) -> float:
@@ -116,13 +116,18 @@ def test_an_unclear_commit_is_measured_again_then_the_range_is_reported() -> Non
 
 
 def test_a_change_that_is_not_apart_from_noise_names_no_commit() -> None:
-    # Commit 1 is clearly like the good one, but the bad one's interval reaches back to it: no commit is named.
-    search = bisect(2, Effect(6, 0.5, 11.5), lambda _: Effect(0.3, 0.1, 0.6))
-    assert [s.call for s in search.steps] == ["before"]
-    (finding,) = search.findings
-    assert (finding.low, finding.high, finding.clear) == (1, 2, False)
-    assert "overlap" in finding.why
+    # The last guard: a range narrowed to one commit names it only when the levels either side are apart.
+    assert not distinct(Effect(0.3, 0.1, 0.6), Effect(6, 0.5, 11.5))
+    assert distinct(Effect(0.3, 0.1, 0.6), Effect(6, 3.5, 8.5))
     assert not bisect(1, Effect(3, -1, 7), lambda _: "never measured").findings[0].clear
+
+
+def test_a_level_that_is_neither_end_is_a_second_change_even_near_one_end() -> None:
+    # +8 % then +24 %: commit 2 measures +7.3 % [6.3, 8.3], a quarter of the way and far from 0 in its own
+    # precision; calling it like the good commit would lose the first change.
+    changes = {1: 8.0, 3: 24.0}
+    search = bisect(4, Effect(32, 31, 33), modelled(changes, 1.0, random.Random(1)))
+    assert {(f.high, f.clear) for f in search.findings} == {(1, True), (3, True)}
 
 
 def test_out_of_pairs_the_narrowed_range_is_reported() -> None:
