@@ -140,7 +140,7 @@ def _measurer(
                     chunk_steps=plan.chunk_steps, cpus=plan.cpus, setup=plan.setup,
                 )  # fmt: skip
         except CanaryError as error:  # its config, its setup: this commit cannot be measured
-            judged: CompareResult | str = f"{error.title}: {error.message}"
+            judged: CompareResult | str = _why(error)
         else:
             pair_dir = outcome.pair_dir
             if not outcome.base.exists():  # no fault of the candidate, and no pair can be judged without it
@@ -150,8 +150,7 @@ def _measurer(
                 )
             if not outcome.head.exists() or outcome.error is not None:
                 # refused its config, crashed or hung: measured up to there, not comparable as a whole
-                failed = outcome.error or TrainingError("it wrote no metrics.json")
-                judged = f"{failed.title}: {failed.message}"
+                judged = _why(outcome.error or TrainingError("it wrote no metrics.json"))
             else:
                 judged = judge_pair(outcome, tier=plan.tier, threshold_file=plan.threshold_file)
         verdict = None if isinstance(judged, str) else judged.verdict
@@ -163,6 +162,12 @@ def _measurer(
         return judged
 
     return measure
+
+
+def _why(error: CanaryError) -> str:
+    """Why a commit could not be measured, in a line: the error and, for a config, its first problems."""
+    problems = error.errors[:3] if isinstance(error, ConfigError) else []
+    return f"{error.title}: {error.message}" + "".join(f"; {p}" for p in problems)
 
 
 def _followed(result: CompareResult, name: str | None) -> Check | None:

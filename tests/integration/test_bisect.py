@@ -49,10 +49,9 @@ def repo(tmp_path: Path) -> Path:
 @pytest.mark.training
 def test_a_commit_that_cannot_train_is_skipped_and_the_range_it_leaves_is_reported(repo: Path, tmp_path: Path) -> None:
     good = commit(repo, "the canary", **{"canary.yaml": SFT, "README.md": "team\n"})
-    commit(repo, "docs: more words", **{"README.md": "team\nmore\n"})
     broken = commit(repo, "config: a typo", **{"canary.yaml": SFT + "lerning_rate: 1\n"})
     planted = commit(repo, "config: fix the typo, and wait every step", **{"canary.yaml": SFT + PLANTED})
-    bad = commit(repo, "docs: even more", **{"README.md": "team\nmore\nmore\n"})
+    bad = commit(repo, "docs: more words", **{"README.md": "team\nmore\n"})
     out = tmp_path / "out"
     done = bisect(repo, "--good", good, "--bad", bad, "-o", str(out), "--set", "max_steps=34", "--json")
     assert done.returncode == 0, done.stderr[-3000:]
