@@ -3,6 +3,7 @@ worktree for each commit it trains (docs/bisect.md)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -29,15 +30,16 @@ class Commit:
 
 
 def git(repo: Path, *args: str) -> str:
-    """One git command in `repo`; its stdout. A failure is a UsageError naming the command and git's words."""
+    """One git command in `repo`; its stdout. A failure is a UsageError naming the command and git's words. Git
+    gets an environment of its own (no token, no action input, no user or system config): a repository's own
+    config is the only one read."""
+    env = {
+        "PATH": os.environ.get("PATH", os.defpath), "HOME": os.devnull, "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
+    }  # fmt: skip
+    command = ["git", *GIT_SETTINGS, "-C", str(repo), *args]
     try:
-        done = subprocess.run(
-            ["git", *GIT_SETTINGS, "-C", str(repo), *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False, env=env)
     except FileNotFoundError:
         raise UsageError("git is not installed", fix="install git: canary bisect checks out commits with it") from None
     if done.returncode != 0:
@@ -80,10 +82,12 @@ def first_parent_range(repo: Path, good: str, bad: str) -> list[Commit]:
         ) from None
     out = git(repo, "log", "--first-parent", "--reverse", "--format=%H%x00%s", f"{good}..{bad}")
     commits = [Commit(*line.split("\0", 1)) for line in out.splitlines() if line]
-    if not commits or commits[-1].sha != bad:
+    if not commits or git(repo, "rev-parse", f"{commits[0].sha}^1").strip() != good:
         raise UsageError(
-            f"--bad {bad[:10]} is not on the first-parent history after --good {good[:10]}",
-            fix="pass commits of one branch's history, e.g. two commits of the default branch",
+            f"--good {good[:10]} is not on the first-parent history of --bad {bad[:10]} (a commit of a branch "
+            "merged into it?)",
+            fix="pass two commits of one branch's own history, e.g. of the default branch (for a merged branch's "
+            "commit: the merge commit, or bisect that branch)",
         )
     return commits
 

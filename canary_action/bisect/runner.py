@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from canary_action.bisect.history import describe as describe_commit
 from canary_action.bisect.history import first_parent_range, repository_root, resolve, worktree
+from canary_action.bisect.render import effect_text
 from canary_action.bisect.result import BisectResult, CommitRef, EffectRecord, Finding, PairStep, Status
 from canary_action.bisect.search import Effect, Search, default_budget
 from canary_action.config.thresholds import Tier
@@ -93,7 +94,7 @@ def run_bisect(
                 return state.finish("not-confirmed", _not_confirmed(confirmed, plan.check))
             total = _effect(check)
             assert total is not None  # a failed check has its change
-            say(f"confirmed: {check.name} {_pct(total)}; searching the {counted(n - 1, 'commit')} in between")
+            say(f"confirmed: {check.name} {total.text}; searching the {counted(n - 1, 'commit')} in between")
             state.search = Search(n, lambda k: _effect_at(measure(k), check), budget)
             state.search.run(total)
         except KeyboardInterrupt:
@@ -171,23 +172,37 @@ def _why(error: CanaryError) -> str:
 
 
 def _followed(result: CompareResult, name: str | None) -> Check | None:
-    """The check the search follows: `name`, or the first the confirming pair failed that has a change in %."""
-    failed = [c for c in result.checks if c.status == "fail" and c.delta_pct is not None]
-    return next((c for c in failed if name in (None, c.name)), None)
+    """The check the search follows: `name`, or the first the confirming pair failed — else the first whose change
+    is clear at a level the gate only warned of (the user knows it regressed) — that has a change in % with an
+    interval."""
+    if name is not None and name not in {c.name for c in result.checks}:
+        raise UsageError(
+            f"--check {name!r} is not a check of this comparison",
+            fix=f"pass one of {', '.join(c.name for c in result.checks)}, or leave --check out",
+        )
+    followable = [c for c in result.checks if name in (None, c.name) and _effect(c) is not None]
+    failed = [c for c in followable if c.status == "fail"]
+    warned = [c for c in followable if c.status == "warn" and _clear(c)]
+    return next(iter(failed + warned), None)
+
+
+def _clear(check: Check) -> bool:
+    return check.interval is not None and (check.interval.low > 0 or check.interval.high < 0)
 
 
 def _not_confirmed(result: CompareResult, name: str | None) -> str:
-    what = f"{name} does not fail" if name else "no check with a change in % fails"
+    what = f"{name} does not fail" if name else "no check with a change in % and its interval fails"
     return (
         f"not confirmed: in a pair of the bad commit against the good one, {what} ({result.verdict}: {result.reason})"
     )
 
 
 def _effect(check: Check) -> Effect | None:
-    if check.status not in JUDGED or check.delta_pct is None:
+    """The check's change with its interval; None when it was not judged or has no interval (a memory or learning
+    check: a point without its noise cannot be placed between two levels)."""
+    if check.status not in JUDGED or check.delta_pct is None or check.interval is None:
         return None
-    low, high = (check.interval.low, check.interval.high) if check.interval else (check.delta_pct, check.delta_pct)
-    return Effect(check.delta_pct, low, high)
+    return Effect(check.delta_pct, check.interval.low, check.interval.high)
 
 
 def _effect_at(judged: CompareResult | str, followed: Check) -> Effect | str:
@@ -196,12 +211,8 @@ def _effect_at(judged: CompareResult | str, followed: Check) -> Effect | str:
     check = next((c for c in judged.checks if c.name == followed.name), None)
     effect = _effect(check) if check else None
     if effect is None:
-        return f"{followed.name} was not judged" + (f": {check.message}" if check else "")
+        return f"{followed.name} was not judged with an interval" + (f": {check.message}" if check else "")
     return effect
-
-
-def _pct(effect: Effect | EffectRecord) -> str:
-    return f"{effect.pct:+.1f} % [{effect.low:+.1f}, {effect.high:+.1f}]"
 
 
 def _record(effect: Effect) -> EffectRecord:
@@ -216,7 +227,8 @@ def _result(state: _Bisect, status: Status | None, summary: str) -> BisectResult
     for i, step in enumerate(search.steps if search else [], start=1):
         if i < len(steps):
             effect = _record(step.effect) if step.effect else None
-            steps[i] = steps[i].model_copy(update={"call": step.call, "effect": effect})
+            why = step.why or steps[i].why
+            steps[i] = steps[i].model_copy(update={"call": step.call, "effect": effect, "why": why})
     findings = [
         Finding(commits=refs[f.low + 1 : f.high + 1], clear=f.clear, before=_record(f.before), after=_record(f.after),
                 why=f.why)
@@ -240,7 +252,9 @@ def _summary(status: Status, findings: list[Finding], check: Check | None) -> st
     for f in findings:
         if f.clear:
             c = f.commits[0]
-            parts.append(f"{c.sha[:10]} {c.subject!r} changed {name} from {_pct(f.before)} to {_pct(f.after)}")
+            parts.append(
+                f"{c.sha[:10]} {c.subject!r} changed {name} from {effect_text(f.before)} to {effect_text(f.after)}"
+            )
         else:
             span = f"{f.commits[0].sha[:10]}..{f.commits[-1].sha[:10]}" if len(f.commits) > 1 else f.commits[0].sha[:10]
             parts.append(f"a change of {name} in {counted(len(f.commits), 'commit')} {span}, not narrowed: {f.why}")

@@ -3,7 +3,8 @@ the effect of the bad commit appears, from noisy measurements of "commit k again
 
 Each boundary of a searched range has a level: the effect measured at that commit (0 at the good commit, the
 confirming pair's effect at the bad one). A candidate is called from its measurement against the two levels
-(normal errors, each SD read from its 95 % interval, a level's own SD added to the candidate's):
+(normal errors, each SD read from its 95 % interval, a level's own SD added to the candidate's; a commit
+measured twice is the two looks pooled, inverse-variance weighted):
 
 - more than Z_CONSISTENT SDs from both levels, and between them: a level in between — more than one change in
   the range, each side of it searched on its own (regressions that add up in steps); beyond one of them: like
@@ -18,8 +19,9 @@ A commit is named only when the range narrowed to it through clear calls alone a
 levels either side of it are apart. Commits that cannot be
 measured (they do not build or train) are skipped, as `git bisect skip` does, and the next nearest tried.
 
-The budget: one regression costs the confirming pair plus at most floor(log2 n) + 1 more; each further
-regression found (a level in between) adds ceil(log2 n) + 1. Retries, skips and the search share it.
+The budget: one regression costs the confirming pair plus at most floor(log2 n) + 1 more; a commit called in
+between adds one pair (its second look), and each further regression confirmed ceil(log2 n) more. Retries,
+skips and the search share it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ class Effect:
     @classmethod
     def zero(cls) -> Effect:
         return cls(0.0, 0.0, 0.0)
+
+    @property
+    def text(self) -> str:
+        return f"{self.pct:+.1f} % [{self.low:+.1f}, {self.high:+.1f}]"
 
     @property
     def sd(self) -> float:
@@ -111,48 +117,75 @@ def bisect(n: int, total: Effect, measure: Callable[[int], Effect | str], *, bud
 
 
 def _narrow(search: Search, low: int, high: int, before: Effect, after: Effect) -> list[Span]:
-    """Narrow (low, high] to one commit and append its finding; each level in between found on the way splits
-    off the range above it, returned to be searched next (and adds to the budget)."""
+    """Narrow (low, high] to one commit and append its finding. A commit called in between is measured again
+    (a pair more) before anything is split: one wild pair must not invent a second change. Confirmed, the range
+    above it is split off and returned, to be searched next (the budget grows by ceil(log2 n) + 1 in all); not
+    confirmed, the second look's call stands."""
     skipped: set[int] = set()
     retried: set[int] = set()
+    looked: dict[int, Effect] = {}  # commits called in between once, measured again next
     splits: list[Span] = []
     while high - low > 1:
         k = nearest_untried(low, high, skipped)
         if k is None:
-            why = "every commit in between was skipped (it could not be measured)"
-            search.findings.append(Finding(low, high, before, after, clear=False, why=why))
-            return splits
+            return _stop(search, splits, (low, high, before, after), "every commit in between was skipped (it could "
+                         "not be measured)")  # fmt: skip
         if search.spent >= search.budget:
             why = f"out of pairs ({search.budget} after the confirming one)"
-            search.findings.append(Finding(low, high, before, after, clear=False, why=why))
-            return splits
+            return _stop(search, splits, (low, high, before, after), why)
         measured = search.measure(k)
         if isinstance(measured, str):
             search.steps.append(Step(k, "skipped", why=measured))
             skipped.add(k)
             continue
         call = classify(measured, before, after)
-        search.steps.append(Step(k, call, measured))
+        if k in looked and call == "between":  # confirmed: the range above it is searched on its own
+            level = pooled(looked.pop(k), measured)
+            search.steps.append(Step(k, "between", measured, why=f"confirmed; both looks: {level.text}"))
+            splits.insert(0, (k, high, level, after))
+            search.budget += math.ceil(math.log2(search.n))
+            high, after = k, level
+            continue
+        why = "in between at the first look, not at the second" if looked.pop(k, None) else ""
+        level = measured
+        if k in retried:  # not clear at the first look: both looks, pooled, decide
+            earlier = next(s.effect for s in reversed(search.steps) if s.index == k and s.effect is not None)
+            level = pooled(earlier, measured)
+            call, why = classify(level, before, after), f"both looks pooled: {level.text}"
+        search.steps.append(Step(k, call, measured, why=why))
         if call == "before":
-            low, before = k, measured
+            low, before = k, level
         elif call == "after":
-            high, after = k, measured
-        elif call == "between":
-            splits.insert(0, (k, high, measured, after))
-            search.budget += math.ceil(math.log2(search.n)) + 1
-            high, after = k, measured
+            high, after = k, level
+        elif call == "between":  # measured again first: one wild pair must not invent a second change
+            looked[k] = measured
+            search.budget += 1
         elif k not in retried and search.spent < search.budget:
             retried.add(k)
         else:
-            why = f"the effect at commit {k} is not clear: between the two ends"
-            search.findings.append(Finding(low, high, before, after, clear=False, why=why))
-            return splits
-    if distinct(before, after):
-        search.findings.append(Finding(low, high, before, after, clear=True))
-    else:
+            return _stop(search, splits, (low, high, before, after), f"the effect at commit {k} is not clear: "
+                         "between the two ends")  # fmt: skip
+    if not distinct(before, after):
         why = "the change across it is not clear: the intervals either side of it overlap"
-        search.findings.append(Finding(low, high, before, after, clear=False, why=why))
+        return _stop(search, splits, (low, high, before, after), why)
+    search.findings.append(Finding(low, high, before, after, clear=True))
     return splits
+
+
+def _stop(search: Search, splits: list[Span], span: Span, why: str) -> list[Span]:
+    """The range left is reported as it is, with why the search stopped there."""
+    search.findings.append(Finding(*span, clear=False, why=why))
+    return splits
+
+
+def pooled(first: Effect, second: Effect) -> Effect:
+    """Two measurements of one commit as one: their inverse-variance mean and its 95 % interval."""
+    if first.sd == 0 or second.sd == 0:
+        return first if first.sd == 0 else second
+    weights = (1 / first.sd**2, 1 / second.sd**2)
+    centre = (first.pct * weights[0] + second.pct * weights[1]) / sum(weights)
+    half = Z_95 / math.sqrt(sum(weights))
+    return Effect(centre, centre - half, centre + half)
 
 
 def distinct(before: Effect, after: Effect) -> bool:
@@ -168,16 +201,23 @@ def classify(effect: Effect, before: Effect, after: Effect) -> Call:
     position = (effect.pct - before.pct) / span  # 0 at `before`, 1 at `after`
     if _sds_apart(effect, before) > Z_CONSISTENT and _sds_apart(effect, after) > Z_CONSISTENT:
         return "between" if 0 < position < 1 else "before" if position <= 0 else "after"
-    variance = effect.sd**2 + max(before.sd, after.sd) ** 2
-    if variance == 0:
-        return "before" if position < 0.5 else "after"
-    # log of L(before) / L(after) for a normal measurement of `effect` around either level
-    log_ratio = ((effect.pct - after.pct) ** 2 - (effect.pct - before.pct) ** 2) / (2 * variance)
+    # log of L(before) / L(after): a normal measurement of `effect` around either level, each level's own error
+    # added to the measurement's
+    log_ratio = _log_likelihood(effect, before) - _log_likelihood(effect, after)
+    if math.isnan(log_ratio):
+        return "unclear"
     if log_ratio >= math.log(LIKELIHOOD_RATIO):
         return "before"
     if -log_ratio >= math.log(LIKELIHOOD_RATIO):
         return "after"
     return "unclear"
+
+
+def _log_likelihood(effect: Effect, level: Effect) -> float:
+    variance = effect.sd**2 + level.sd**2
+    if variance == 0:
+        return 0.0 if effect.pct == level.pct else -math.inf
+    return -((effect.pct - level.pct) ** 2) / (2 * variance) - math.log(variance) / 2
 
 
 def _sds_apart(effect: Effect, level: Effect) -> float:

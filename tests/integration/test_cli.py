@@ -430,7 +430,8 @@ def test_light_commands_do_not_import_torch(tmp_path: Path) -> None:
 def test_version_and_help() -> None:
     assert "rlhf-canary" in canary("--version").stdout
     help_text = canary("--help").stdout
-    for command in ("env", "run", "pair", "compare", "report", "gh-report", "init-config", "save-baseline", "schema"):
+    for command in ("env", "run", "pair", "bisect", "compare", "report", "gh-report", "init-config", "save-baseline",
+                    "schema"):  # fmt: skip
         assert command in help_text
 
 
@@ -445,6 +446,10 @@ def test_the_command_line_is_frozen() -> None:
         for name, command in sorted(cli.commands.items())
     }
     assert surface == {
+        # issue 27: which commit made the canary slower (docs/bisect.md)
+        "bisect": sorted(["config", "--good", "--bad", "-o", "--output-dir", "--set", "--setup", "--check",
+                          "--max-pairs", "--chunk-steps", "--cpus", "--threshold-tier", "--threshold-file", "--json",
+                          "--format"]),
         # --format (terminal|markdown): issue 15 item 14; --templates: item 17
         "compare": sorted(["current", "baselines", "--threshold-tier", "--threshold-file", "--allow-change", "--json",
                            "--format", "-o", "--output", "--templates"]),

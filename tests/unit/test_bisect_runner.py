@@ -180,3 +180,40 @@ def test_a_good_side_that_stops_training_ends_the_bisect_and_keeps_what_was_meas
     assert kept.status == "failed"
     assert kept.summary.startswith("stopped: the good commit did not train")
     assert [s.call for s in kept.steps] == ["confirm"]
+
+
+def test_a_good_commit_off_the_bad_commits_first_parent_line_is_refused(tmp_path: Path) -> None:
+    # good is on a branch merged into main: `git log --first-parent good..bad` would list main's commits from
+    # before the merge, which hold none of good's code.
+    env = {**os.environ, **GIT_ENV}
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shas = history(repo, ["0", "0"])
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
+
+    git("checkout", "-q", "-b", "side", shas[0])
+    git("commit", "-q", "--allow-empty", "-m", "side work")
+    side = git("rev-parse", "HEAD").strip()
+    git("checkout", "-q", "main")
+    git("merge", "-q", "--no-ff", "-m", "merge side", "side")
+    merge = git("rev-parse", "HEAD").strip()
+    with pytest.raises(UsageError, match=f"--good {side[:10]} is not on the first-parent history of --bad"):
+        runner.run_bisect(repo, side, merge, tmp_path / "out", runner.BisectPlan(config=Path("canary.yaml")))
+
+
+def check(name: str, status: str, pct: float, interval: tuple[float, float] | None) -> Check:
+    bounds = Interval(low=interval[0], high=interval[1]) if interval else None
+    return Check(name=name, group="perf", status=status, unit="%", delta_pct=pct, interval=bounds, message="")
+
+
+def test_the_followed_check_fails_or_is_clear_and_has_an_interval() -> None:
+    memory = check("max_memory", "fail", 30.0, None)  # a point: it cannot be placed between two levels
+    warned = check("step_time", "warn", 12.0, (6.0, 18.0))  # clear, under the gate's raised limit
+    unclear = check("tokens_per_sec", "warn", -12.0, (-25.0, 1.0))
+    result = SimpleNamespace(checks=[memory, unclear, warned])
+    assert runner._followed(result, None) == warned  # type: ignore[arg-type]
+    assert runner._followed(SimpleNamespace(checks=[memory, unclear]), None) is None  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="--check 'step_tim' is not a check of this comparison"):
+        runner._followed(result, "step_tim")  # type: ignore[arg-type]

@@ -164,3 +164,25 @@ def test_the_candidate_is_the_middle_then_its_nearest_neighbours() -> None:
     assert nearest_untried(0, 2, {1}) is None
     assert default_budget(1) == 0
     assert default_budget(16) == 5
+
+
+@pytest.mark.parametrize(("sd", "least_named"), [(1.0, 0.99), (2.0, 0.95), (5.0, 0.0)])
+def test_normal_noise_names_the_commit_and_never_a_wrong_one_with_a_clear_claim(sd: float, least_named: float) -> None:
+    # Unbounded normal errors (a measurement can land anywhere), the interval the usual 95 % one: at SD 1-2 (a
+    # quiet pair, and most pairs beside a hog) the commit is named; at SD 5 (a pair a hog ruined, half the
+    # effect's size) bisect mostly stops, and still claims no wrong commit.
+    rng = random.Random(int(sd * 10))
+    runs, named, wrong = 300, 0, 0
+    for _ in range(runs):
+        n, at = 16, rng.randint(1, 16)
+
+        def measure(index: int, at: int = at) -> Effect:
+            centre = rng.gauss(15.0 if index >= at else 0.0, sd)
+            return Effect(centre, centre - 1.96 * sd, centre + 1.96 * sd)
+
+        search = bisect(n, measure(n), measure)
+        clear = [f.high for f in search.findings if f.clear]
+        wrong += any(high != at for high in clear)
+        named += clear == [at] and len(search.findings) == 1
+    assert wrong == 0
+    assert named >= least_named * runs
