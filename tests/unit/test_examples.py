@@ -668,9 +668,10 @@ def test_the_nightly_bisects_a_regression_from_its_newest_baseline_to_its_commit
         ("success", {"verdict": "pass", "baseline-sha": GOOD_NIGHT}),
         ("failure", {"verdict": "crashed", "baseline-sha": GOOD_NIGHT}),
         ("failure", {"verdict": "regression", "baseline-sha": ""}),  # no baseline to start from
+        ("failure", {"verdict": "regression", "baseline-sha": PUSHED}),  # no commit since it: nothing to bisect
         ("cancelled", {"verdict": "", "baseline-sha": ""}),
     ],
-    ids=["pass", "crash", "no-baseline", "cancelled"],
+    ids=["pass", "crash", "no-baseline", "no-new-commit", "cancelled"],
 )
 def test_the_nightly_bisects_nothing_else(result: str, outputs: dict[str, str]) -> None:
     assert set(nightly_jobs(schedule(), {"nightly": result}, **outputs)) <= {"nightly"}
