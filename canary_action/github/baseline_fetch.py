@@ -14,7 +14,6 @@ report, with why, and so is the merge base's run, found or not.
 from __future__ import annotations
 
 import io
-import re
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,13 +22,13 @@ from typing import Any, Final
 from canary_action.errors import BaselineError, GitHubError
 from canary_action.github.artifacts import extract_artifact
 from canary_action.github.client import GitHubClient
+from canary_action.github.inputs import FULL_SHA
 from canary_action.metrics.io import METRICS_FILE, clip_text, counted
 
 BASELINE_EVENTS: Final = frozenset({"push", "schedule", "workflow_dispatch"})
 MAX_ARTIFACT_BYTES: Final = 64 * 2**20  # a canary's results are a few MiB; a profiler trace at most tens
 MAX_RUNS_SCANNED: Final = 100  # runs looked at per search: enough to skip a few without usable artifacts
 OVERSIZED: Final = "over the cap"
-_SHA: Final = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -170,7 +169,7 @@ def _merge_base(
     """The merge base of `branch` and `head` with its newest baseline run; None, noted, when it has none or GitHub
     cannot say (the newest runs of `branch` are then the baselines). Two requests at most."""
     instead = f"compared with the newest runs of {branch} instead"
-    if not _SHA.fullmatch(head):
+    if not FULL_SHA.fullmatch(head):
         notes.append(
             f"the pull request's commit {clip_text(head, 50)!r} is not a SHA: no merge base looked up; {instead}"
         )
@@ -179,7 +178,7 @@ def _merge_base(
         basehead = f"{urllib.parse.quote(branch, safe='/')}...{head}"
         body = client.request("GET", f"/repos/{repository}/compare/{basehead}", params={"per_page": "1"}).body
         found = (body.get("merge_base_commit") or {}).get("sha") if isinstance(body, dict) else None
-        sha = found if isinstance(found, str) and _SHA.fullmatch(found) else None
+        sha = found if isinstance(found, str) and FULL_SHA.fullmatch(found) else None
         runs = [] if sha is None else _baseline_runs(client, repository, workflow, branch, [], head_sha=sha)
     except GitHubError as e:
         notes.append(

@@ -17,11 +17,10 @@ measured until then is still written and summarised).
 from __future__ import annotations
 
 import secrets
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from canary_action.bisect.history import GIT_SETTINGS
+from canary_action.bisect.history import git
 from canary_action.errors import CanaryError, UsageError
 from canary_action.github.commands import append_summary, write_outputs
 from canary_action.github.step import Step, bisect_artifact, read_config, replace_file
@@ -111,25 +110,22 @@ def check_history(workspace: Path, good: str, bad: str) -> None:
             f"mode bisect needs the repository checked out with git; {workspace} is no git repository",
             fix=_FETCH_FIX,
         )
-    shallow = _git(workspace, "rev-parse", "--is-shallow-repository") == "true"
+    shallow = git(workspace, "rev-parse", "--is-shallow-repository").strip() == "true"
     where = "this shallow checkout (actions/checkout's default fetches one commit)" if shallow else "the checkout"
     for name, rev in (("good", good), ("bad", bad)):
-        if not _git(workspace, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"):
+        if not _says_yes(workspace, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"):
             raise UsageError(
                 f"the {name} commit {rev} is not in {where}",
                 fix=_FETCH_FIX if shallow else f"pass a SHA, branch or tag of this repository's history as `{name}`",
             )
-    if shallow and not _is_ancestor(workspace, good, bad):
+    if shallow and not _says_yes(workspace, "merge-base", "--is-ancestor", good, bad):
         raise UsageError(f"the history from the good commit {good} to the bad {bad} is not in {where}", fix=_FETCH_FIX)
 
 
-def _is_ancestor(workspace: Path, good: str, bad: str) -> bool:
-    done = subprocess.run(["git", *GIT_SETTINGS, "-C", str(workspace), "merge-base", "--is-ancestor", good, bad],
-                          capture_output=True, check=False)  # fmt: skip
-    return done.returncode == 0
-
-
-def _git(workspace: Path, *args: str) -> str:
-    done = subprocess.run(["git", *GIT_SETTINGS, "-C", str(workspace), *args], capture_output=True, text=True,
-                          check=False)  # fmt: skip
-    return done.stdout.strip() if done.returncode == 0 else ""
+def _says_yes(workspace: Path, *args: str) -> bool:
+    """Whether a git question (is it a commit? an ancestor?) is answered yes: its exit status, 1 being no."""
+    try:
+        git(workspace, *args)
+    except UsageError:
+        return False
+    return True

@@ -33,6 +33,8 @@ WORKFLOWS_DIR: Final = ".github/workflows/"
 _WORKFLOW_FILE: Final = re.compile(r"(?:\.github/workflows/)?([A-Za-z0-9_][A-Za-z0-9_.-]*\.ya?ml)")
 #: A commit as git names it (a SHA, a branch or a tag): never an option, a range or a path outside the history.
 _REVISION: Final = r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,199}$"
+#: A full commit SHA, as the API and metrics.json write one.
+FULL_SHA: Final = re.compile(r"[0-9a-f]{40}")
 
 
 class ActionInputs(BaseModel):
@@ -109,7 +111,7 @@ class ActionInputs(BaseModel):
     )
     head_sha: str | None = Field(
         None,
-        pattern=r"^[0-9a-f]{40}$",
+        pattern=f"^{FULL_SHA.pattern}$",
         description="The commit that was measured, as the trusted side chose it: results are published on it and "
         "refused when the pull request's head has moved on; empty: the event's head commit.",
     )
@@ -118,7 +120,7 @@ class ActionInputs(BaseModel):
     )
     accept_config_change: str | None = Field(
         None,
-        pattern=r"^[0-9a-f]{40}$",
+        pattern=f"^{FULL_SHA.pattern}$",
         description="report: the full SHA of a pull request commit whose canary config change a maintainer "
         "accepted (anything but name, description and thresholds: steps, batch, model...); that commit is then "
         "judged as measured. Empty: a measured config that differs from the default branch's is a failed check "

@@ -14,6 +14,7 @@ from canary_action.errors import CanaryError, GitHubError, NoPairBaseError, Trai
 from canary_action.github.baseline_fetch import FetchedBaselines
 from canary_action.github.commands import append_summary, write_outputs
 from canary_action.github.context import PR_EVENTS, EventContext
+from canary_action.github.inputs import FULL_SHA
 from canary_action.github.publish import Annotation, Published, check_name
 from canary_action.github.step import Step, Target, complete_check, default_artifact, fetch_for, read_config
 from canary_action.github.team_templates import load_team_templates
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 ACTION_REF: Final = "rlhf-canary/rlhf-canary@v1"
 UPLOAD_ARTIFACT: Final = "actions/upload-artifact@b7c566a772e6b6bfb58ed0dc250532a479d7789f  # v6.0.0"
 _SAFE_PATH: Final = re.compile(r"[A-Za-z0-9._/-]+")
-_SHA: Final = re.compile(r"[0-9a-f]{40}")
 
 #: Trains one canary and returns its metrics.json; raises TrainingError (with metrics_path when written).
 #: The default is training.ChildTrainer: a child process over the checked-out repository, holding no token.
@@ -117,7 +117,7 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
 def newest_baseline_sha(result: CompareResult) -> str:
     """The commit of the newest baseline compared with (the baselines come newest first), as its metrics.json
     records it: the nightly's last good commit, where a bisect starts (docs/examples/nightly.yml). "" without one."""
-    return next((b.git_sha for b in result.baselines if b.git_sha and _SHA.fullmatch(b.git_sha)), "")
+    return next((b.git_sha for b in result.baselines if b.git_sha and FULL_SHA.fullmatch(b.git_sha)), "")
 
 
 def _measured_only(step: Step, measured: Path, crash: CanaryError | None) -> int:

@@ -8,7 +8,7 @@ of any commit) as one issue per bad commit, updated in place on a rerun.
 - the publish job on bisect.json files made here: the marker and the bad commit find the issue (another bad
   commit, a closed issue or a person's issue with the same lines get their own), text from the artifact is inert,
   a corrupt or forged bisect.json is refused (exit 2, nothing posted), a read-only token is a warning;
-- the measure job's refusals before it trains: no good commit, a shallow checkout that lacks it;
+- the measure job's refusals before it trains: no good commit, a shallow checkout that lacks it, no git;
 - mode run's baseline-sha output, which the nightly hands to the bisect as its good commit.
 """
 
@@ -262,6 +262,21 @@ def test_mode_bisect_without_a_good_commit_is_refused_and_a_token_is_not_used(
     assert "::warning title=rlhf-canary%3A a token in the measure job::mode bisect does not use" in done.log
     assert done.outputs["artifact-name"] == "rlhf-canary-bisect-sft-smoke"  # for the upload step all the same
     assert fake_github.requests == []
+
+
+def test_mode_bisect_without_git_is_bad_input_naming_the_fix(
+    runner: Runner, fake_github: FakeGitHub, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    good, _, bad = history(runner.workspace)
+    runner.merge_sha = bad
+    monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))
+
+    done = runner.run("schedule", schedule_payload(runner.tmp), ref="refs/heads/master", mode="bisect", good=good,
+                      github_token="")  # fmt: skip
+
+    assert done.code == 2, done.log
+    assert "git is not installed" in done.log
+    assert "unexpected error" not in done.log
 
 
 def test_good_and_bad_outside_mode_bisect_are_ignored_and_said(runner: Runner, fake_github: FakeGitHub) -> None:
