@@ -42,6 +42,7 @@ OPERATIONS = (
     ("get", "/repos/{owner}/{repo}/pulls"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}"),
     ("get", "/repos/{owner}/{repo}/commits/{commit_sha}/pulls"),
+    ("get", "/repos/{owner}/{repo}/commits/{ref}"),
     ("get", "/user"),
 )
 

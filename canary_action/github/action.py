@@ -22,9 +22,9 @@ pull_request_target, which is measure there: its job holds a write token):
      run, write the sticky comment. A push, a schedule or a dispatch without pr-number only measures.
   On a pull request from a fork the token is read-only: steps 1 and 5 are skipped with a notice.
 
-mode report: report_mode.py (and bisect_report.py: a bisect's issue). mode bisect: bisect_mode.py, which, like
-measure, uses no token and makes no request. The modes live in run_mode.py, report_mode.py and bisect_mode.py;
-step.py holds what they share.
+mode report: report_mode.py (with bisect-bad, bisect_report.py: a bisect's issue). mode bisect: bisect_mode.py,
+which, like measure, uses no token and makes no request. The modes live in run_mode.py, report_mode.py and
+bisect_mode.py; step.py holds what they share.
 
 Exit codes (cli.py): 0 pass or neutral, 1 regression (0 with fail-on: never), 2 bad input, 3 a crash or
 GitHub failing. A missing permission (403/404 on publishing) is a warning that names it, not a failure.
@@ -77,10 +77,7 @@ def main(
         client = GitHubClient(runner.api_url, token, sleep=sleep)
         step = Step(inputs, runner, event_context(runner, inputs), client, log)
         mode = _mode(step)
-        if mode != "bisect" and (inputs.good or inputs.bad):
-            log.annotate(
-                "notice", f"good and bad are mode bisect's inputs: ignored in mode {mode}", title="rlhf-canary"
-            )
+        _say_ignored_inputs(step, mode)
         if mode == "report":
             from canary_action.github.report_mode import report_mode
 
@@ -113,6 +110,16 @@ def main(
         if step is not None:
             write_outputs(step.runner.output_path, step.outputs)
             _hand_back(step.out_dir, step.runner.workspace)
+
+
+def _say_ignored_inputs(step: Step, mode: str) -> None:
+    """Another mode's inputs are ignored, and a notice says so."""
+    if mode != "bisect" and (step.inputs.good or step.inputs.bad):
+        step.log.annotate(
+            "notice", f"good and bad are mode bisect's inputs: ignored in mode {mode}", title="rlhf-canary"
+        )
+    if mode != "report" and step.inputs.bisect_bad:
+        step.log.annotate("notice", f"bisect-bad is mode report's input: ignored in mode {mode}", title="rlhf-canary")
 
 
 def _mode(step: Step) -> str:

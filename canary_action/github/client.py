@@ -58,6 +58,23 @@ class GitHubClient:
         status, headers, raw = self._call(method, path, body, params, MAX_BODY_BYTES)
         return Response(status, headers, _json(raw))
 
+    def graphql(self, query: str) -> Any:
+        """A GraphQL query's `data` (POST to graphql_url, retried like `request`); GitHubError with GitHub's first
+        message and status 200 when it answers with errors instead, as GraphQL does."""
+        _, _, raw = self._call(
+            "POST", "/graphql", {"query": query}, None, MAX_BODY_BYTES, url=graphql_url(self.api_url)
+        )
+        body = _json(raw)
+        errors = body.get("errors") if isinstance(body, dict) else None
+        if errors or not isinstance(body, dict) or "data" not in body:
+            first = errors[0] if isinstance(errors, list) and errors and isinstance(errors[0], dict) else {}
+            said = " ".join(str(first.get("message") or "no data").split())[:200]
+            raise _redacted(
+                GitHubError(f"POST /graphql: {said}", fix="see GitHub's GraphQL API documentation", status=200),
+                self.token,
+            )
+        return body["data"]
+
     def download(self, path: str, *, max_bytes: int) -> bytes:
         """A binary download (an artifact zip), retried like `request`; refused past `max_bytes`.
 
@@ -74,9 +91,17 @@ class GitHubClient:
         return raw
 
     def _call(
-        self, method: str, path: str, body: object, params: Mapping[str, str] | None, limit: int
+        self,
+        method: str,
+        path: str,
+        body: object,
+        params: Mapping[str, str] | None,
+        limit: int,
+        *,
+        url: str | None = None,
     ) -> tuple[int, Mapping[str, str], bytes]:
-        url = self.api_url.rstrip("/") + path + ("?" + urllib.parse.urlencode(params) if params else "")
+        """`url` (the GraphQL endpoint) instead of the REST API's `path`; `path` still names the call in errors."""
+        url = url or self.api_url.rstrip("/") + path + ("?" + urllib.parse.urlencode(params) if params else "")
         waited, last = 0.0, ""
         for attempt in range(1, self.max_attempts + 1):
             status, headers, raw, failure = self._send(method, url, body, limit)
@@ -136,6 +161,12 @@ class GitHubClient:
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
             reason = getattr(e, "reason", e)
             return 599, {}, b"", f"cannot reach {urllib.parse.urlsplit(url).netloc}: {reason}"
+
+
+def graphql_url(api_url: str) -> str:
+    """GitHub's GraphQL endpoint beside its REST API: https://api.github.com/graphql; a GitHub Enterprise Server's
+    /api/graphql beside /api/v3."""
+    return api_url.rstrip("/").removesuffix("/v3") + "/graphql"
 
 
 def _redacted(error: GitHubError, token: str | None) -> GitHubError:

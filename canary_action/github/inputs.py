@@ -31,7 +31,8 @@ EXPRESSION_DEFAULTS: Final = {"github_token": "${{ github.token }}"}
 WORKFLOWS_DIR: Final = ".github/workflows/"
 #: A workflow file as GitHub finds one: directly in .github/workflows/, named *.yml or *.yaml.
 _WORKFLOW_FILE: Final = re.compile(r"(?:\.github/workflows/)?([A-Za-z0-9_][A-Za-z0-9_.-]*\.ya?ml)")
-#: A commit as git names it (a SHA, a branch or a tag): never an option, a range or a path outside the history.
+#: A commit as git names it (a SHA, a branch or a tag): never an option, a range or a path outside the history (no
+#: `..`, which git refuses in a ref name too: _no_range).
 _REVISION: Final = r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,199}$"
 #: A full commit SHA, as the API and metrics.json write one.
 FULL_SHA: Final = re.compile(r"[0-9a-f]{40}")
@@ -137,6 +138,14 @@ class ActionInputs(BaseModel):
         pattern=_REVISION,
         description="mode bisect: the first commit known bad; empty: the event's commit (GITHUB_SHA).",
     )
+    bisect_bad: str | None = Field(
+        None,
+        pattern=_REVISION,
+        description="report: publish a bisect, not a measured run: the bad commit the bisect job was given (a SHA, "
+        "or a tag or branch, resolved through the API: one that moved since is refused), as the trusted side names "
+        "it; the run's artifact rlhf-canary-bisect-<config name> must be there, and its bisect.json must name this "
+        "commit. Empty: report mode publishes a measured run and never looks for a bisect.",
+    )
     comment: Literal["always", "on-change", "on-failure", "never"] = Field(
         "always",
         description="When to write the sticky PR comment: always, on-change (the verdict changed), on-failure, "
@@ -146,6 +155,14 @@ class ActionInputs(BaseModel):
         "regression", description="regression: fail the step on a regression; never: only report it."
     )
     output_dir: str = Field("canary-output", description="Where metrics.json, result.json and the reports are written.")
+
+    @field_validator("good", "bad", "bisect_bad")
+    @classmethod
+    def _no_range(cls, value: str | None) -> str | None:
+        """`a..b` is a range to git, and `..` a step up in the API's paths: never a commit's name."""
+        if value is not None and ".." in value:
+            raise ValueError("a commit's SHA, branch or tag, without `..`")
+        return value
 
     @field_validator("baseline_workflow")
     @classmethod

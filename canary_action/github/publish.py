@@ -5,13 +5,19 @@ newest run of a name on a commit, and it does not let a completed check run go b
 that PATCHed its earlier run would fail or lie), so an earlier run's check is never touched. GitHub takes at
 most 50 annotations per request and appends those of later updates, so more are sent in batches.
 
-Bisect issue (mode report on a bisect's artifact): one open issue per bad commit and config, found by the hidden
-lines at the start of its body among the open issues this token's identity opened, and updated in place.
+Anyone can type a marker into a comment or an issue, and what someone else wrote is theirs to edit back, so only
+what this token's identity wrote is updated: the user of a personal access token (GET /user); for an app's
+installation token, which GET /user refuses, see each below.
 
-Sticky comment: the comment whose first line is the config's marker and that this token's identity wrote:
-the user of a personal access token (GET /user), or, for an app's installation token (GITHUB_TOKEN, which
-GET /user refuses), a bot. Anyone can type the marker into a comment, and a comment someone else wrote is
-theirs to edit back, so such a comment is never updated. The `comment` input decides when to write:
+Bisect issue (mode report on a bisect's artifact): one open issue per bad commit and config, found by the hidden
+lines at the start of its body among the open issues this token's identity opened, and updated in place. An
+installation token's identity is the bot GraphQL's `viewer` names (github-actions[bot] for GITHUB_TOKEN, another
+app's own bot): another app's token never takes over GITHUB_TOKEN's issue. When no identity is told, any open issue
+may be someone else's: none is updated, a new one is opened, and Published.note says why.
+
+Sticky comment: the comment whose first line is the config's marker and that this token's identity wrote: for an
+installation token, any bot's (the viewer is not asked here yet, so another app's token would take over
+GITHUB_TOKEN's comment). The `comment` input decides when to write:
 
 - always: every run creates or updates it;
 - on-change: only when the verdict differs from the comment's (a first comment only when not pass);
@@ -33,9 +39,8 @@ from canary_action.errors import GitHubError
 from canary_action.github.client import GitHubClient
 
 MAX_ANNOTATIONS_PER_REQUEST: Final = 50
-#: The login an installation token's writes show (GITHUB_TOKEN's); the issues list filters by it.
-ACTIONS_BOT: Final = "github-actions[bot]"
 MAX_ISSUES_SCANNED: Final = 1000
+VIEWER_QUERY: Final = "query { viewer { login } }"
 CommentMode = Literal["always", "on-change", "on-failure", "never"]
 Conclusion = Literal["success", "failure", "neutral", "cancelled"]
 _VERDICT_IN_TITLE: Final = re.compile(r"rlhf-canary \*\*(pass|regression|neutral|crashed)\*\*")
@@ -64,6 +69,8 @@ class Annotation:
 class Published:
     id: int
     url: str | None
+    note: str = ""
+    """What the caller should say about how it was written (a new issue where an earlier one was not updated)."""
 
 
 def check_name(config_name: str) -> str:
@@ -146,14 +153,42 @@ class Publisher:
                 return None
             raise
 
+    def _installation_identity(self) -> str | None:
+        """The bot an installation token writes as, as GraphQL's viewer names it; None when it does not say."""
+        try:
+            viewer = self.client.graphql(VIEWER_QUERY)
+        except GitHubError as e:
+            if e.status is None or e.status >= 500:  # GitHub is down: the write would fail too
+                raise
+            return None  # refused, or answered with errors
+        login = viewer.get("viewer", {}).get("login") if isinstance(viewer, dict) else None
+        return login if isinstance(login, str) and login else None
+
     def upsert_issue(self, key: str, title: str, body: str) -> Published:
         """Create, or update in place, the one open issue this token's identity opened whose body's first lines
-        hold `key` (hidden marker lines): a rerun never opens a second one. Published.id is its number."""
-        mine = self._identity()
-        params = {"state": "open", "creator": mine or ACTIONS_BOT, "sort": "created", "direction": "desc"}
+        hold `key` (hidden marker lines): a rerun never opens a second one. With the identity unknown, any open
+        issue could be someone else's: a new one is opened, and the note says so. Published.id is its number."""
+        mine = self._identity() or self._installation_identity()
+        existing = None if mine is None else self._find_issue(key, mine)
+        fields = {"title": title, "body": body}
+        if existing is not None:
+            path = f"/repos/{self.repository}/issues/{int(existing['number'])}"
+            reply = self.client.request("PATCH", path, body=fields).body
+        else:
+            reply = self.client.request("POST", f"/repos/{self.repository}/issues", body=fields).body
+        note = (
+            "this token's identity is unknown (GET /user and GraphQL's viewer both refused it), so no earlier issue "
+            "of this bisect was looked for or updated: this one is new"
+            if mine is None
+            else ""
+        )
+        return Published(int(reply["number"]), reply.get("html_url"), note)
+
+    def _find_issue(self, key: str, mine: str) -> dict[str, Any] | None:
+        params = {"state": "open", "creator": mine, "sort": "created", "direction": "desc"}
         listed = self.client.paginate(f"/repos/{self.repository}/issues", "", params=params, limit=MAX_ISSUES_SCANNED)
         lines = key.splitlines()
-        existing = next(
+        return next(
             (
                 issue
                 for issue in listed
@@ -165,13 +200,6 @@ class Publisher:
             ),
             None,
         )
-        fields = {"title": title, "body": body}
-        if existing is not None:
-            path = f"/repos/{self.repository}/issues/{int(existing['number'])}"
-            reply = self.client.request("PATCH", path, body=fields).body
-        else:
-            reply = self.client.request("POST", f"/repos/{self.repository}/issues", body=fields).body
-        return Published(int(reply["number"]), reply.get("html_url"))
 
 
 def _written_by(user: dict[str, Any], login: str | None) -> bool:

@@ -15,7 +15,7 @@ runs no code of the pull request.
 4. Fetch the baselines (default-branch runs of the measured run's workflow file), compare, write the results.
 5. Publish a new check run, named after the trusted config, on that commit, and the sticky comment.
 
-An event about no pull request whose run holds a bisect's artifact is published as an issue (bisect_report.py).
+With `bisect-bad` set, the run's bisect is published instead, as an issue (bisect_report.py).
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def report_mode(step: Step) -> int:
         step.inputs.templates, step.runner.workspace, step.log, step.runner.summary_path, publish=True
     )
     name = loaded.config.name
-    if (bisected := report_bisect(step, run.id, run.url, name)) is not None:  # no pull request: a bisect's issue
-        return bisected
+    if inputs.bisect_bad is not None:  # this job publishes a bisect, as its issue; else it never looks for one
+        return report_bisect(step, run.id, run.url, name, inputs.bisect_bad)
     artifact = inputs.baseline_artifact or default_artifact(name)
     step.outputs["artifact-name"] = artifact
     target = _verified_target(step, run)

@@ -99,7 +99,10 @@ class FakeGitHub:
     request), `workflow_runs`,
     `artifacts`, `merge_bases` (a head commit -> where it meets the default branch), `requests` and
     `blob_requests` (RecordedRequest), `violations` (contract breaches, as text).
-    Switches: `read_only` (every write -> 403, as with a fork's token) and `fail_next` (queued failures).
+    Switches: `read_only` (every write -> 403, as with a fork's token), `fail_next` (queued failures), and whom the
+    token is: `token_user` (a personal access token's user), else `installation_bot` (an installation token's bot,
+    which GraphQL's viewer names unless `viewer_refused`). `refs` (branch or tag -> commit) are what
+    GET commits/{ref} resolves. GraphQL (POST /graphql) answers the viewer query alone: it is no REST operation.
     `api_url` is what GITHUB_API_URL should be; `blob_url` the other host that artifact downloads redirect to.
     """
 
@@ -115,9 +118,13 @@ class FakeGitHub:
         self.httpserver, self.repo, self.default_branch, self.token = httpserver, repo, default_branch, token
         self.spec = spec or _spec()
         self.read_only = False
-        #: The login a personal access token belongs to; None: an installation token (GITHUB_TOKEN), for which
-        #: GET /user is refused and comments are written as github-actions[bot].
+        #: The login a personal access token belongs to; None: an installation token, for which GET /user is
+        #: refused and comments are written as `installation_bot`.
         self.token_user: str | None = None
+        #: Whom an installation token writes as: GITHUB_TOKEN's github-actions[bot], or another app's bot.
+        self.installation_bot = gh.BOT_LOGIN
+        #: GraphQL's viewer query answered with an error instead of the login (an identity nobody tells).
+        self.viewer_refused = False
         host, port = httpserver.host, httpserver.port
         self.api_url = f"http://{host}:{port}"
         # The same server under the other spelling of this machine: a different host to an HTTP client.
@@ -131,6 +138,7 @@ class FakeGitHub:
         self.workflow_runs: list[dict[str, Any]] = []
         self.artifacts: list[dict[str, Any]] = []
         self.merge_bases: dict[str, str] = {}
+        self.refs: dict[str, str] = {}
         self.requests: list[RecordedRequest] = []
         self.blob_requests: list[RecordedRequest] = []
         self.violations: list[str] = []
@@ -143,6 +151,7 @@ class FakeGitHub:
             "repos/get": lambda _: _Reply(200, self.repository),
             "actions/list-workflow-runs": self._list_runs,
             "repos/compare-commits-with-basehead": self._compare,
+            "repos/get-commit": self._get_commit,
             "actions/get-workflow-run": self._get_run,
             "actions/list-workflow-run-artifacts": self._list_artifacts,
             "actions/download-artifact": self._download_artifact,
@@ -307,6 +316,8 @@ class FakeGitHub:
             self.blob_requests.append(recorded)
             return self._failure(recorded) or self._blob(request.path, recorded.query)
         self.requests.append(recorded)
+        if recorded.path == "/graphql":
+            return self._refusal(recorded, parse_error) or self._graphql(recorded)
         if not parse_error:
             self.violations.extend(
                 self.spec.check_request(recorded.method, recorded.path, recorded.query, recorded.body)
@@ -409,6 +420,26 @@ class FakeGitHub:
                 head_sha=head,
             ),
         )
+
+    def _get_commit(self, call: _Call) -> _Reply:
+        """A full SHA as itself, a branch or tag of `refs` (the default branch: its tip, as compare has it); else
+        422, as GitHub answers for a name it does not know."""
+        ref = call.params["ref"].removeprefix("heads/").removeprefix("tags/")
+        found = self.refs.get(ref) or (gh.sha(f"tip of {ref}") if ref == self.default_branch else None)
+        found = found or (ref if re.fullmatch(r"[0-9a-f]{40}", ref) else None)
+        if found is None:
+            return _Reply(422, {"message": f"No commit found for SHA: {ref}"})
+        return _Reply(200, {**gh.commit(self.api_url, self.repository, found, []), "files": [], "stats": {}})
+
+    def _graphql(self, recorded: RecordedRequest) -> Response:
+        """GitHub's GraphQL endpoint, for the one query the action sends: who this token is."""
+        query = " ".join(str((recorded.body or {}).get("query", "")).split()) if recorded.method == "POST" else ""
+        if query != "query { viewer { login } }":
+            self.violations.append(f"{recorded.method} /graphql: not the viewer query: {query[:200]!r}")
+            return _json(200, {"errors": [{"message": "Parse error"}]})
+        if self.token_user is None and self.viewer_refused:
+            return _json(200, {"data": None, "errors": [{"type": "FORBIDDEN", "message": "Resource not accessible"}]})
+        return _json(200, {"data": {"viewer": {"login": self.writer}}})
 
     def _get_run(self, call: _Call) -> _Reply:
         run = self._find(self.workflow_runs, int(call.params["run_id"]))
@@ -566,8 +597,8 @@ class FakeGitHub:
 
     @property
     def writer(self) -> str:
-        """Whom this token writes as: the PAT's user, or the Actions app's bot."""
-        return self.token_user or gh.BOT_LOGIN
+        """Whom this token writes as: the PAT's user, or the installation's bot."""
+        return self.token_user or self.installation_bot
 
     def _authenticated_user(self, call: _Call) -> _Reply:
         if self.token_user is None:

@@ -8,6 +8,10 @@ of any commit) as one issue per bad commit, updated in place on a rerun.
 - the publish job on bisect.json files made here: the marker and the bad commit find the issue (another bad
   commit, a closed issue or a person's issue with the same lines get their own), text from the artifact is inert,
   a corrupt or forged bisect.json is refused (exit 2, nothing posted), a read-only token is a warning;
+- what the publish job trusts: it publishes a bisect only when `bisect-bad` says so (and then the artifact must be
+  there), the bad commit that chooses the issue is that input's (a bisect.json naming another is refused; a tag or
+  branch is resolved through the API), and only an issue this token's identity opened is updated (another app's
+  token, or one whose identity nobody tells, opens its own);
 - the measure job's refusals before it trains: no good commit, a shallow checkout that lacks it, no git;
 - mode run's baseline-sha output, which the nightly hands to the bisect as its good commit.
 """
@@ -94,15 +98,16 @@ def measure_job(runner: Runner, payload: Path, **inputs: str) -> tuple[int, str,
     return done.returncode, done.stdout + done.stderr, outputs, summary.read_text() if summary.exists() else ""
 
 
-def publish_job(runner: Runner, fake: FakeGitHub, artifact: str, content: bytes) -> Any:
-    """The nightly's publish-bisect job: this run's artifact, the report action (mode report), the default
-    branch's config in the workspace."""
+def publish_job(runner: Runner, fake: FakeGitHub, artifact: str | None, content: bytes, bad: str = "") -> Any:
+    """The nightly's publish-bisect job: this run's artifact (none: no upload), the report action (mode report)
+    given the bad commit as `bisect-bad` (empty: not set), the default branch's config in the workspace."""
     run_id = fake.add_workflow_run(workflow_file="nightly.yml", event="schedule")
-    fake.add_artifact(run_id, name=artifact, content=content)
+    if artifact is not None:
+        fake.add_artifact(run_id, name=artifact, content=content)
     runner.run_id = run_id
     payload = schedule_payload(runner.tmp)
     return runner.run("schedule", payload, ref="refs/heads/master", mode="report", measured_run_id=str(run_id),
-                      output_dir="canary-report")  # fmt: skip
+                      output_dir="canary-report", bisect_bad=bad)  # fmt: skip
 
 
 @pytest.mark.training
@@ -131,8 +136,8 @@ def test_the_bisect_job_names_the_planted_commit_without_a_request_and_the_publi
     assert git(runner.workspace, "worktree", "list").count("\n") == 0  # the worktrees are gone
 
     artifact = _zip_dir(runner.workspace / "canary-output")
-    first = publish_job(runner, fake_github, outputs["artifact-name"], artifact)
-    again = publish_job(runner, fake_github, outputs["artifact-name"], artifact)
+    first = publish_job(runner, fake_github, outputs["artifact-name"], artifact, slowed)
+    again = publish_job(runner, fake_github, outputs["artifact-name"], artifact, slowed)
 
     assert (first.code, again.code) == (0, 0), first.log + again.log
     [issue] = fake_github.issues.values()
@@ -174,15 +179,21 @@ def artifact_of(result: BisectResult | str) -> bytes:
 
 
 ARTIFACT = "rlhf-canary-bisect-sft-smoke"  # the Runner's workspace config is sft-smoke
+BAD = "b" * 40  # bisect_result()'s bad commit
+
+
+def key_of(bad: str) -> str:
+    return f"{MARKER}\n<!-- rlhf-canary bisect: sft-smoke {bad} -->"
 
 
 def test_a_rerun_updates_the_issue_and_another_bad_commit_gets_its_own(runner: Runner, fake_github: FakeGitHub) -> None:
     someone = fake_github.add_issue(title="copied", body=f"{MARKER}\n<!-- rlhf-canary bisect: sft-smoke {'b' * 40} -->")
     closed = fake_github.add_issue(title="old", body=someone["body"], user=BOT_LOGIN, state="closed")
 
-    first = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result()))
-    again = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result(subject="slow the loader, again")))
-    other = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result(bad="e")))
+    first = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result()), BAD)
+    again = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result(subject="slow the loader, again")),
+                        BAD)  # fmt: skip
+    other = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result(bad="e")), "e" * 40)
 
     assert (first.code, again.code, other.code) == (0, 0, 0)
     ours = [i for i in fake_github.issues.values() if i["number"] not in (someone["number"], closed["number"])]
@@ -199,7 +210,7 @@ def test_a_rerun_updates_the_issue_and_another_bad_commit_gets_its_own(runner: R
 
 def test_text_from_the_artifact_is_inert_in_the_issue(runner: Runner, fake_github: FakeGitHub) -> None:
     hostile = "fix @octocat's <!-- rlhf-canary bisect --> | [click](https://evil.example) `x`"
-    done = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result(subject=hostile)))
+    done = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result(subject=hostile)), BAD)
 
     assert done.code == 0, done.log
     [issue] = fake_github.issues.values()
@@ -224,7 +235,7 @@ def test_text_from_the_artifact_is_inert_in_the_issue(runner: Runner, fake_githu
 def test_a_corrupt_bisect_json_is_refused_and_nothing_posted(
     runner: Runner, fake_github: FakeGitHub, content: str, said: str
 ) -> None:
-    done = publish_job(runner, fake_github, ARTIFACT, artifact_of(content))
+    done = publish_job(runner, fake_github, ARTIFACT, artifact_of(content), BAD)
 
     assert done.code == 2
     assert "::error title=artifact refused::" in done.log
@@ -234,7 +245,7 @@ def test_a_corrupt_bisect_json_is_refused_and_nothing_posted(
 
 
 def test_an_artifact_without_one_bisect_json_is_refused(runner: Runner, fake_github: FakeGitHub) -> None:
-    done = publish_job(runner, fake_github, ARTIFACT, make_zip({"bisect/bisect.md": b"# no json\n"}))
+    done = publish_job(runner, fake_github, ARTIFACT, make_zip({"bisect/bisect.md": b"# no json\n"}), BAD)
     assert done.code == 2
     assert "holds 0 bisect.json, not one" in done.log
     assert writes(fake_github) == []
@@ -244,10 +255,118 @@ def test_a_token_that_cannot_write_issues_is_a_warning_naming_the_permission(
     runner: Runner, fake_github: FakeGitHub
 ) -> None:
     fake_github.read_only = True
-    done = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result()))
+    done = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result()), BAD)
     assert done.code == 0
     assert "the token lacks `issues: write`" in done.log
     assert MARKER in done.summary  # the job summary has the report all the same
+
+
+# -- what the publish job trusts: its own input for the bad commit, and only its own identity's issue ---------------
+
+
+def test_a_bisect_json_naming_another_bad_commit_is_refused_and_nothing_posted(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    """The bad commit chooses the issue: an artifact naming another open bisect's would overwrite that issue."""
+    earlier = fake_github.add_issue(title="canary bisect: eeeeeeeeee", body=key_of("e" * 40), user=BOT_LOGIN)
+    forged = artifact_of(bisect_result(bad="e", subject="nothing to see"))
+
+    done = publish_job(runner, fake_github, ARTIFACT, forged, BAD)
+
+    assert done.code == 2
+    assert "::error title=artifact refused::" in done.log
+    assert f"bisected up to {'e' * 40}, not the bad commit {BAD} this job was given" in done.log
+    assert writes(fake_github) == []
+    assert (earlier["title"], earlier["body"]) == ("canary bisect: eeeeeeeeee", key_of("e" * 40))
+    assert done.summary == ""  # not even the job summary shows the forged report
+
+
+def test_bisect_bad_may_name_a_tag_resolved_through_the_api_but_not_a_branch_that_moved(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    fake_github.refs.update({"nightly-2026-11-02": BAD, "release/1.2": "c" * 40})
+    tagged = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result()), "nightly-2026-11-02")
+    moved = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result()), "release/1.2")
+    unknown = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result()), "no-such-tag")
+
+    assert tagged.code == 0, tagged.log
+    [issue] = fake_github.issues.values()
+    assert issue["body"].startswith(key_of(BAD) + "\n")
+    assert f"bisect-bad nightly-2026-11-02 is {BAD}" in tagged.log
+    assert moved.code == 2
+    assert f"not the bad commit {'c' * 40} this job was given (bisect-bad release/1.2)" in moved.log
+    assert unknown.code == 2
+    assert "bisect-bad 'no-such-tag' is not a commit of Codertocat/Hello-World" in unknown.log
+    assert writes(fake_github) == [f"POST {ISSUES}"]
+    resolved = [r.path for r in fake_github.requests if "/commits/" in r.path]
+    assert resolved == [f"/repos/Codertocat/Hello-World/commits/{ref}" for ref in
+                        ("nightly-2026-11-02", "release/1.2", "no-such-tag")]  # fmt: skip
+
+
+def test_without_bisect_bad_report_mode_never_looks_for_a_bisect(runner: Runner, fake_github: FakeGitHub) -> None:
+    """Whether a run happens to hold an artifact of the bisect's name decides nothing."""
+    done = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result()))
+
+    assert done.code == 2
+    assert "needs head-sha" in done.log  # a measured run's report, as for any publish job
+    assert fake_github.issues == {}
+    assert not [r for r in fake_github.requests if r.path.endswith("/artifacts")]
+
+
+def test_with_bisect_bad_a_run_without_the_bisect_artifact_is_an_error_naming_it(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    done = publish_job(runner, fake_github, None, b"", BAD)
+
+    assert done.code == 2
+    assert "::error title=artifact refused::" in done.log
+    assert f"this job publishes a bisect, but run {runner.run_id} has no artifact {ARTIFACT}" in done.log
+    assert "leave bisect-bad empty" in done.log
+    assert writes(fake_github) == []
+
+
+def test_bisect_bad_on_a_pull_request_event_is_refused(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.add_pull(number=2)
+    runner.run_id = fake_github.add_workflow_run(event="pull_request")
+    fake_github.add_artifact(runner.run_id, name=ARTIFACT, content=artifact_of(bisect_result()))
+    done = runner.run("pull_request", "pull_request.opened.json", mode="report", measured_run_id=str(runner.run_id),
+                      bisect_bad=BAD)  # fmt: skip
+    assert done.code == 2
+    assert "bisect-bad is set on an event about a pull request" in done.log
+    assert writes(fake_github) == []
+
+
+def test_another_apps_token_opens_its_own_issue_and_leaves_github_actions_one(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    """An installation token's identity is what GraphQL's viewer says, not GITHUB_TOKEN's bot by default."""
+    ours = fake_github.add_issue(title="canary bisect: from GITHUB_TOKEN", body=key_of(BAD), user=BOT_LOGIN)
+    fake_github.installation_bot = "canary-app[bot]"
+
+    done = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result()), BAD)
+
+    assert done.code == 0, done.log
+    assert (ours["title"], ours["body"]) == ("canary bisect: from GITHUB_TOKEN", key_of(BAD))
+    [new] = [i for i in fake_github.issues.values() if i["number"] != ours["number"]]
+    assert new["user"]["login"] == "canary-app[bot]"
+    assert writes(fake_github) == [f"POST {ISSUES}"]
+    listed = [r.query["creator"] for r in fake_github.requests if r.method == "GET" and r.path == ISSUES]
+    assert listed == ["canary-app[bot]"]
+
+
+def test_a_token_whose_identity_nobody_tells_opens_a_new_issue_and_says_why(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    ours = fake_github.add_issue(title="canary bisect: earlier", body=key_of(BAD), user=BOT_LOGIN)
+    fake_github.viewer_refused = True
+
+    done = publish_job(runner, fake_github, ARTIFACT, artifact_of(bisect_result()), BAD)
+
+    assert done.code == 0, done.log
+    assert ours["title"] == "canary bisect: earlier"
+    assert len(fake_github.issues) == 2
+    assert writes(fake_github) == [f"POST {ISSUES}"]
+    assert "::notice title=rlhf-canary%3A a new bisect issue::this token's identity is unknown" in done.log
 
 
 # -- the bisect job's refusals, before anything trains ------------------------------------------------------------
@@ -284,6 +403,9 @@ def test_good_and_bad_outside_mode_bisect_are_ignored_and_said(runner: Runner, f
                       good="a" * 40, github_token="")  # fmt: skip
     assert done.code == 0
     assert "::notice title=rlhf-canary::good and bad are mode bisect's inputs: ignored in mode measure" in done.log
+    bisect_bad = runner.run("schedule", schedule_payload(runner.tmp), ref="refs/heads/master", mode="measure",
+                            bisect_bad=BAD, github_token="")  # fmt: skip
+    assert "::notice title=rlhf-canary::bisect-bad is mode report's input: ignored in mode measure" in bisect_bad.log
 
 
 def test_a_shallow_checkout_without_the_good_commit_is_refused_naming_fetch_depth(

@@ -176,7 +176,8 @@ def baselines(fake: FakeGitHub, n: int = 2) -> list[int]:
 
 
 def writes(fake: FakeGitHub) -> list[str]:
-    return [f"{r.method} {r.path}" for r in fake.requests if r.method in ("POST", "PATCH")]
+    """What was written: POSTs and PATCHes, but a GraphQL query (a POST that reads: who the token is)."""
+    return [f"{r.method} {r.path}" for r in fake.requests if r.method in ("POST", "PATCH") and r.path != "/graphql"]
 
 
 # -- pull requests from the same repository ------------------------------------------------------------------------

@@ -641,7 +641,8 @@ def nightly_jobs(github: dict[str, Any], results: dict[str, str], **outputs: str
     for name, job in doc["jobs"].items():
         if ran[name].ran:
             given = ours_in(job).get("with") or {}
-            said[name] = {k: interpolate(str(v), context) for k, v in given.items() if k in ("good", "bad", "mode")}
+            commits = ("good", "bad", "bisect-bad", "mode")
+            said[name] = {k: interpolate(str(v), context) for k, v in given.items() if k in commits}
     return said
 
 
@@ -655,7 +656,7 @@ def test_the_nightly_bisects_a_regression_from_its_newest_baseline_to_its_commit
     assert said == {
         "nightly": {"mode": "run"},
         "bisect": {"mode": "bisect", "good": GOOD_NIGHT, "bad": PUSHED},
-        "publish-bisect": {},
+        "publish-bisect": {"bisect-bad": PUSHED},
     }
     bisect_failed = {**failed, "bisect": "failure"}
     assert "publish-bisect" not in nightly_jobs(schedule(), bisect_failed, verdict="regression",
@@ -681,7 +682,12 @@ def test_a_dispatch_with_good_runs_only_the_bisect() -> None:
     dispatch = {**schedule(), "event_name": "workflow_dispatch", "event": {"inputs": {"good": GOOD_NIGHT, "bad": ""}}}
     assert nightly_jobs(dispatch, {}) == {
         "bisect": {"mode": "bisect", "good": GOOD_NIGHT, "bad": PUSHED},
-        "publish-bisect": {},
+        "publish-bisect": {"bisect-bad": PUSHED},
+    }
+    dispatch["event"]["inputs"] = {"good": GOOD_NIGHT, "bad": "v1.2.0"}
+    assert nightly_jobs(dispatch, {}) == {
+        "bisect": {"mode": "bisect", "good": GOOD_NIGHT, "bad": "v1.2.0"},
+        "publish-bisect": {"bisect-bad": "v1.2.0"},  # the same trusted expression: it chooses the issue
     }
     dispatch["event"]["inputs"] = {"good": "", "bad": ""}
     assert set(nightly_jobs(dispatch, {})) == {"nightly"}
@@ -694,7 +700,7 @@ def test_the_bisect_publisher_reads_the_trusted_config_and_no_output_of_a_gpu_jo
     assert bisect["permissions"] == {"contents": "read"}
     assert publish["permissions"] == {"actions": "read", "contents": "read", "issues": "write"}
     told, reported = ours_in(bisect)["with"], ours_in(publish)["with"]
-    assert reported == {"config": told["config"], "measured-run-id": "${{ github.run_id }}"}
+    assert reported == {"config": told["config"], "measured-run-id": "${{ github.run_id }}", "bisect-bad": told["bad"]}
     assert str(checkouts(publish)[0]["with"]["sparse-checkout"]).split() == [reported["config"]]
     assert "needs." not in yaml.safe_dump(publish).replace("needs.bisect.result", "")
 
