@@ -1,10 +1,11 @@
 """The search of `canary bisect`, apart from training: where in commits 1..n (0 the good commit, n the bad one)
 the effect of the bad commit appears, from noisy measurements of "commit k against the good commit".
 
-Each boundary of a searched range has a level: the effect measured at that commit (0 at the good commit, the
-confirming pair's effect at the bad one). A candidate is called from its measurement against the two levels
-(normal errors, each SD read from its 95 % interval, a level's own SD added to the candidate's; a commit
-measured twice is the two looks pooled, inverse-variance weighted):
+Each boundary of a searched range has a level: the effect there (exactly 0 at the good commit; the confirming
+pair's effect at the bad one), every commit called like it pooled in (one change in the range means they share
+it: pooling is the best estimate, and a noisy pair no longer blurs it). A candidate is called from its
+measurement against the two levels (normal errors, each SD read from its 95 % interval, a level's own SD added
+to the candidate's; a commit measured twice is the two looks pooled, inverse-variance weighted):
 
 - more than Z_CONSISTENT SDs from both levels, and between them: a level in between — more than one change in
   the range, each side of it searched on its own (regressions that add up in steps); beyond one of them: like
@@ -153,10 +154,10 @@ def _narrow(search: Search, low: int, high: int, before: Effect, after: Effect) 
             level = pooled(earlier, measured)
             call, why = classify(level, before, after), f"both looks pooled: {level.text}"
         search.steps.append(Step(k, call, measured, why=why))
-        if call == "before":
-            low, before = k, level
+        if call == "before":  # one more measurement of the low level: pooled into it
+            low, before = k, pooled(before, level)
         elif call == "after":
-            high, after = k, level
+            high, after = k, pooled(after, level)
         elif call == "between":  # measured again first: one wild pair must not invent a second change
             looked[k] = measured
             search.budget += 1
