@@ -21,6 +21,8 @@ HEADLINES: Final = {
 def effect_text(effect: EffectRecord | None) -> str:
     if effect is None:
         return "—"
+    if effect.pct == effect.low == effect.high == 0:  # the good commit's level: 0 by definition, not measured
+        return "0 (the good commit)"
     return f"{effect.pct:+.1f} % [{effect.low:+.1f}, {effect.high:+.1f}]"
 
 

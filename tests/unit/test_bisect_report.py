@@ -69,3 +69,9 @@ def test_bisect_json_is_closed() -> None:
         BisectResult.model_validate({**result().model_dump(), "surprise": 1})
     with pytest.raises(ValidationError):
         BisectResult.model_validate({**result().model_dump(), "bisect_schema_version": 2})
+
+
+def test_the_good_commits_level_reads_as_such() -> None:
+    zero = EffectRecord(pct=0.0, low=0.0, high=0.0)
+    finding = Finding(commits=[CULPRIT], clear=True, before=zero, after=SLOW)
+    assert "step_time 0 (the good commit) → +31.2 % [+28.0, +34.5]" in render_terminal(result(findings=[finding]))
