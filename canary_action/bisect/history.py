@@ -24,10 +24,6 @@ class Commit:
     sha: str
     subject: str
 
-    @property
-    def short(self) -> str:
-        return self.sha[:10]
-
 
 def git(repo: Path, *args: str) -> str:
     """One git command in `repo`; its stdout. A failure is a UsageError naming the command and git's words. Git
