@@ -15,15 +15,9 @@ from pathlib import Path
 import pytest
 
 from canary_action.errors import UsageError
-from canary_action.train.launch.environment import (
-    DEFAULT_HEAD_UID,
-    HEAD_UID_ENV,
-    HEAD_UIDS,
-    Identity,
-    free_uid,
-    head_identity,
-)
+from canary_action.train.launch.environment import Identity, head_identity
 from canary_action.train.launch.private_tree import private_tree, remove_private_tree
+from canary_action.train.launch.uids import DEFAULT_HEAD_UID, HEAD_UID_ENV, HEAD_UIDS, free_uid
 
 as_root = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0, reason="a user of its own needs root on Linux"
@@ -159,3 +153,25 @@ def test_the_head_user_is_one_no_process_runs_as() -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_uid_another_pair_has_claimed_is_taken_though_no_process_runs_as_it_yet() -> None:
+    """Two pairs started at the same moment (the test suite runs two at a time) both read /proc before either
+    head side ran: the uid is claimed by a lock the first pair holds until it ends, and the second takes another."""
+    first = DEFAULT_HEAD_UID + HEAD_UIDS - 1  # one uid alone: the second claim has nowhere else to go
+    claimant = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom canary_action.train.launch.uids import free_uid\n"
+         f"print(free_uid({first}, 1), flush=True)\ntime.sleep(60)"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert claimant.stdout is not None
+        assert claimant.stdout.readline().strip() == str(first)
+        with pytest.raises(UsageError, match="held by another pair"):
+            free_uid(first, 1)
+    finally:
+        claimant.kill()
+        claimant.communicate()
+    assert free_uid(first, 1) == first  # the lock ends with its process
+    with pytest.raises(UsageError):  # and this process now holds it: not handed out twice
+        free_uid(first, 1)

@@ -28,7 +28,6 @@ The child then runs with that environment's Python, and the fingerprint lists wh
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import signal
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Final
 
 from canary_action.errors import ConfigError, TrainingError, UsageError
+from canary_action.train.launch.uids import HEAD_UID_ENV, free_uid
 
 #: Variables a child never gets: the action's inputs (the token is one), the runner's credentials, and the
 #: runner's command files' paths. Leaving the paths out is defence in depth, not a boundary: the files sit in a
@@ -69,12 +69,6 @@ _PR_SET_KEEPCAPS: Final = 8
 _PR_CAP_AMBIENT_RAISE: Final = 2
 #: CAP_DAC_READ_SEARCH: read any file and search any folder, write none it does not own.
 _CAP_DAC_READ_SEARCH: Final = 2
-#: A lockstep pair's head side runs as a user of its own when the coordinator is root (`head_identity`): a uid (and
-#: gid) from this one up that no process uses, or the one CANARY_PAIR_HEAD_UID names (a uid no other process on
-#: the machine uses); `off` keeps both sides the coordinator's user.
-HEAD_UID_ENV: Final = "CANARY_PAIR_HEAD_UID"
-DEFAULT_HEAD_UID: Final = 61_471
-HEAD_UIDS: Final = 4096  # the head side takes a free uid from DEFAULT_HEAD_UID up (free_uid)
 _SETUP_TAIL_LINES: Final = 20
 
 
@@ -195,27 +189,6 @@ def head_identity(env: Mapping[str, str] | None = None) -> Identity:
             fix="give a numeric uid no other process on this machine uses, or `off` to run both sides as root",
         )
     return Identity(int(value) if value else free_uid())
-
-
-def free_uid(first: int = DEFAULT_HEAD_UID, count: int = HEAD_UIDS) -> int:
-    """A uid in [first, first + count) that no process on this machine runs as (read from /proc), starting at a
-    place this process's id picks. The head side's leftovers are ended by killing every process of its uid
-    (Identity.end_leftovers): two pairs on one machine (two runners, a test suite beside a pair) sharing one uid
-    ended each other's head side."""
-    used: set[int] = set()
-    for status in Path("/proc").glob("[0-9]*/status"):
-        with contextlib.suppress(OSError):
-            uid_line = next(line for line in status.read_text().splitlines() if line.startswith("Uid:"))
-            used.update(int(field) for field in uid_line.split()[1:])
-    start = os.getpid() % count
-    for offset in range(count):
-        uid = first + (start + offset) % count
-        if uid not in used:
-            return uid
-    raise UsageError(
-        f"every uid from {first} to {first + count - 1} runs a process: no user of its own for the head side",
-        fix=f"set {HEAD_UID_ENV} to a uid no process uses, or `off` to run both sides as this user",
-    )
 
 
 def _set_capabilities(bits: int) -> None:

@@ -41,7 +41,6 @@ from canary_action.metrics import schema as m
 from canary_action.metrics.pair import PairRecord, Round, Side, SideEnd
 from canary_action.metrics.stream import rebuild_killed
 from canary_action.train.launch.environment import (
-    HEAD_UID_ENV,
     Identity,
     child_environment,
     head_identity,
@@ -51,6 +50,7 @@ from canary_action.train.launch.outcome import new_run_dir
 from canary_action.train.launch.pair_side import ERROR_LOG, SideSpec
 from canary_action.train.launch.private_tree import private_tree, remove_private_tree
 from canary_action.train.launch.tree_diff import diff_trees
+from canary_action.train.launch.uids import HEAD_UID_ENV
 
 SIDES: Final[tuple[Side, Side]] = ("base", "head")
 #: glibc malloc: serve allocations below 256 MiB from the heap, never trim it below 1 GiB, grow it 256 MiB at a

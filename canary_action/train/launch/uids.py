@@ -1,0 +1,72 @@
+"""The head side's user of its own: a uid that no process on this machine runs as and that no other pair holds.
+
+A pair ends its head side's leftovers by killing every process of the head's uid (Identity.end_leftovers), so
+two pairs on one machine (two runners, a test suite running pairs in parallel, a pair beside a bisect) must never
+share one. Reading /proc alone is not enough: two pairs started at the same moment both see a uid unused before
+either has started a process as it. So a pair also holds an exclusive lock on a file named after its uid, taken
+without waiting and held until this process ends (the kernel releases it then, even after SIGKILL); a uid whose
+lock another process holds is taken. Each pair claims a uid anew (a bisect holds one per pair it ran: a few).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from pathlib import Path
+from typing import Final
+
+from canary_action.errors import UsageError
+
+HEAD_UID_ENV: Final = "CANARY_PAIR_HEAD_UID"
+DEFAULT_HEAD_UID: Final = 61_471
+HEAD_UIDS: Final = 4096  # the head side takes a free uid from DEFAULT_HEAD_UID up (free_uid)
+#: uid -> the open file whose lock claims it, for this process's life.
+_claimed: dict[int, int] = {}
+
+
+def free_uid(first: int = DEFAULT_HEAD_UID, count: int = HEAD_UIDS) -> int:
+    """A uid in [first, first + count) that no process on this machine runs as (read from /proc) and whose lock
+    no other process holds (`lock_path`; this process takes it), searched from a place this process's id picks."""
+    used = _uids_in_use()
+    start = os.getpid() % count
+    for offset in range(count):
+        uid = first + (start + offset) % count
+        if uid not in used and uid not in _claimed and _claim(uid):
+            return uid
+    raise UsageError(
+        f"every uid from {first} to {first + count - 1} runs a process or is held by another pair: no user of its own"
+        " for the head side",
+        fix=f"set {HEAD_UID_ENV} to a uid no process uses, or `off` to run both sides as this user",
+    )
+
+
+def lock_path(uid: int) -> Path:
+    """The file whose lock claims `uid`, in the temporary folder every pair on the machine shares."""
+    return Path(tempfile.gettempdir()) / f"rlhf-canary-head-uid-{uid}.lock"
+
+
+def _claim(uid: int) -> bool:
+    """Take `uid`'s lock without waiting and keep it; False when another process holds it (or the file is not
+    ours to open)."""
+    try:
+        fd = os.open(lock_path(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _claimed[uid] = fd
+    return True
+
+
+def _uids_in_use() -> set[int]:
+    used: set[int] = set()
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, StopIteration):
+            uid_line = next(line for line in status.read_text().splitlines() if line.startswith("Uid:"))
+            used.update(int(field) for field in uid_line.split()[1:])
+    return used
