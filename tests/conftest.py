@@ -18,6 +18,9 @@ from hypothesis import settings
 settings.register_profile("canary", deadline=None, derandomize=True, database=None, print_blob=True)
 settings.load_profile("canary")
 
+#: The CPUs the suite may use, read before a worker pins itself to its share (`pytest_configure`).
+SUITE_CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist (the README's `pytest -n 2`), each worker and every process it starts runs on CPUs of its
@@ -35,6 +38,6 @@ def pytest_configure(config: pytest.Config) -> None:
 def worker_cpus(index: int, count: int, allowed: set[int] | None = None) -> list[int]:
     """Worker `index` of `count`'s share of the CPUs this process may use (`allowed`): a slice of its own, the
     remainder to none; empty (leave them shared) when there are fewer CPUs than workers."""
-    ordered = sorted(os.sched_getaffinity(0) if allowed is None else allowed)
+    ordered = SUITE_CPUS if allowed is None else sorted(allowed)
     share = len(ordered) // count
     return ordered[index * share : (index + 1) * share]
