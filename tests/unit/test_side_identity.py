@@ -17,7 +17,7 @@ import pytest
 from canary_action.errors import UsageError
 from canary_action.train.launch.environment import Identity, head_identity
 from canary_action.train.launch.private_tree import private_tree, remove_private_tree
-from canary_action.train.launch.uids import DEFAULT_HEAD_UID, HEAD_UID_ENV, HEAD_UIDS, free_uid
+from canary_action.train.launch.uids import DEFAULT_HEAD_UID, HEAD_UID_ENV, HEAD_UIDS, free_uid, lock_path
 
 as_root = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0, reason="a user of its own needs root on Linux"
@@ -175,3 +175,18 @@ def test_a_uid_another_pair_has_claimed_is_taken_though_no_process_runs_as_it_ye
     assert free_uid(first, 1) == first  # the lock ends with its process
     with pytest.raises(UsageError):  # and this process now holds it: not handed out twice
         free_uid(first, 1)
+
+
+def test_a_link_planted_where_a_uids_lock_goes_is_not_followed(tmp_path: Path) -> None:
+    """The lock files sit in the shared temporary folder: a link planted there makes that uid taken, and the file
+    it points to is neither created nor opened."""
+    first = DEFAULT_HEAD_UID + HEAD_UIDS - 2
+    target = tmp_path / "not-to-be-created"
+    lock_path(first).unlink(missing_ok=True)
+    lock_path(first).symlink_to(target)
+    try:
+        with pytest.raises(UsageError, match="held by another pair"):
+            free_uid(first, 1)
+        assert not target.exists()
+    finally:
+        lock_path(first).unlink()

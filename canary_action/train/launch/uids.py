@@ -50,8 +50,8 @@ def lock_path(uid: int) -> Path:
 def _claim(uid: int) -> bool:
     """Take `uid`'s lock without waiting and keep it; False when another process holds it (or the file is not
     ours to open)."""
-    try:
-        fd = os.open(lock_path(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:  # never through a link another user planted in the shared folder
+        fd = os.open(lock_path(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     except OSError:
         return False
     try:
