@@ -17,7 +17,7 @@ def readme_commands() -> list[str]:
 def test_the_readme_starts_with_the_main_job_and_the_test_command() -> None:
     main_job, tests = readme_commands()
     assert main_job == "bash scripts/main-job.sh"
-    assert tests == "bash scripts/install.sh && .venv/bin/pytest -n 2"
+    assert tests == "bash scripts/install.sh && .venv/bin/pytest -n 2 --dist worksteal"
 
 
 def test_ci_runs_the_readmes_test_command_as_written() -> None:
