@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -155,7 +156,18 @@ def test_the_head_user_is_one_no_process_runs_as() -> None:
         holder.wait()
 
 
-def test_a_uid_another_pair_has_claimed_is_taken_though_no_process_runs_as_it_yet() -> None:
+@pytest.fixture
+def lock_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The uid locks of this test in a folder of its own (this process's and its children's temporary folder), not
+    in the machine's, where real pairs hold theirs."""
+    folder = tmp_path / "locks"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    monkeypatch.setenv("TMPDIR", str(folder))
+    return folder
+
+
+def test_a_uid_another_pair_has_claimed_is_taken_though_no_process_runs_as_it_yet(lock_folder: Path) -> None:
     """Two pairs started at the same moment (the test suite runs two at a time) both read /proc before either
     head side ran: the uid is claimed by a lock the first pair holds until it ends, and the second takes another."""
     first = DEFAULT_HEAD_UID + HEAD_UIDS - 1  # one uid alone: the second claim has nowhere else to go
@@ -172,21 +184,18 @@ def test_a_uid_another_pair_has_claimed_is_taken_though_no_process_runs_as_it_ye
     finally:
         claimant.kill()
         claimant.communicate()
+    assert lock_path(first).parent == lock_folder
     assert free_uid(first, 1) == first  # the lock ends with its process
     with pytest.raises(UsageError):  # and this process now holds it: not handed out twice
         free_uid(first, 1)
 
 
-def test_a_link_planted_where_a_uids_lock_goes_is_not_followed(tmp_path: Path) -> None:
+def test_a_link_planted_where_a_uids_lock_goes_is_not_followed(tmp_path: Path, lock_folder: Path) -> None:
     """The lock files sit in the shared temporary folder: a link planted there makes that uid taken, and the file
     it points to is neither created nor opened."""
     first = DEFAULT_HEAD_UID + HEAD_UIDS - 2
     target = tmp_path / "not-to-be-created"
-    lock_path(first).unlink(missing_ok=True)
-    lock_path(first).symlink_to(target)
-    try:
-        with pytest.raises(UsageError, match="held by another pair"):
-            free_uid(first, 1)
-        assert not target.exists()
-    finally:
-        lock_path(first).unlink()
+    (lock_folder / lock_path(first).name).symlink_to(target)
+    with pytest.raises(UsageError, match="held by another pair"):
+        free_uid(first, 1)
+    assert not target.exists()

@@ -29,11 +29,12 @@ def test_two_workers_and_the_processes_they_start_run_on_different_cpus(tmp_path
     (tmp_path / "test_probe.py").write_text(
         "import json, os, subprocess, sys, pytest\n"
         "@pytest.mark.parametrize('n', range(8))\n"
-        "def test_probe(n, tmp_path_factory):\n"
+        "def test_probe(n):\n"
         "    child = subprocess.run([sys.executable, '-c', 'import os; print(sorted(os.sched_getaffinity(0)))'],\n"
         "                           capture_output=True, text=True, check=True).stdout\n"
         "    record = {'worker': os.environ['PYTEST_XDIST_WORKER'], 'cpus': json.loads(child)}\n"
-        f"    open({str(tmp_path / 'seen.jsonl')!r}, 'a').write(json.dumps(record) + '\\n')\n"
+        f"    with open({str(tmp_path / 'seen.jsonl')!r}, 'a') as seen:\n"
+        "        seen.write(json.dumps(record) + '\\n')\n"
     )
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", str(tmp_path)],
