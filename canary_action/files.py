@@ -1,4 +1,5 @@
-"""Reading a file that a user or a pull request named: a regular file only, and at most `limit` bytes.
+"""Reading a file that a user or a pull request named: a regular file only, and at most `limit` bytes; and reading
+what another user's process wrote without following any link it may have left (`opened_inside`).
 
 A path can be a FIFO (opening it waits for a writer forever), a link to /dev/zero (reading it never ends) or
 a directory, and a regular file can be far larger than anything the canary reads. Each is refused before it is
@@ -9,8 +10,10 @@ swapped for a FIFO in between cannot hang; and the read stops at `limit` + 1 byt
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 _KINDS = (
@@ -41,6 +44,59 @@ def read_regular_file(path: Path, *, limit: int) -> bytes:
     if len(data) > limit:
         raise FileRefusedError(f"is larger than {size_text(limit)}")
     return data
+
+
+@contextlib.contextmanager
+def opened_inside(folder: Path, parts: Sequence[str], *, limit: int) -> Iterator[int]:
+    """A read-only descriptor of the regular file folder/parts[0]/.../parts[-1], where every part is opened without
+    following a link (O_NOFOLLOW): for files another user's process wrote, which may have left a link to anything
+    in their place. `folder` itself is trusted (a folder this process made). Raises FileRefusedError or OSError.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    opened = [os.open(folder, flags | os.O_DIRECTORY)]
+    try:
+        for name in parts[:-1]:
+            opened.append(os.open(_one_name(name), flags | os.O_DIRECTORY, dir_fd=opened[-1]))
+        fd = os.open(_one_name(parts[-1]), flags | getattr(os, "O_NONBLOCK", 0), dir_fd=opened[-1])
+        opened.append(fd)
+        _check(folder.joinpath(*parts), os.fstat(fd), limit)
+        yield fd
+    finally:
+        for fd in reversed(opened):
+            os.close(fd)
+
+
+def read_inside(folder: Path, parts: Sequence[str], *, limit: int) -> bytes:
+    """The bytes of folder/parts..., read as `opened_inside` opens it, at most `limit`."""
+    with opened_inside(folder, parts, limit=limit) as fd, open(fd, "rb", closefd=False) as file:
+        data = file.read(limit + 1)
+    if len(data) > limit:
+        raise FileRefusedError(f"is larger than {size_text(limit)}")
+    return data
+
+
+def folders_inside(folder: Path, parts: Sequence[str]) -> list[str]:
+    """The names of the real folders (no link) in folder/parts..., itself reached without following a link; []
+    when it does not exist."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_DIRECTORY
+    opened = [os.open(folder, flags)]
+    try:
+        for name in parts:
+            try:
+                opened.append(os.open(_one_name(name), flags, dir_fd=opened[-1]))
+            except FileNotFoundError:
+                return []
+        with os.scandir(opened[-1]) as entries:
+            return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
+    finally:
+        for fd in reversed(opened):
+            os.close(fd)
+
+
+def _one_name(name: str) -> str:
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise FileRefusedError(f"{name!r} is not a plain file name")
+    return name
 
 
 def size_text(limit: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Collection, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
@@ -35,6 +36,7 @@ def run_compare(
     missing_ok: bool = False,
     trusted_block: tuple[str, ThresholdFile | None] | None = None,
     trusted_pair: bool = True,
+    numerics_accepted: bool = False,
 ) -> CompareResult:
     """Load, merge thresholds (tier <- file <- the run's inline block, each base_tier replacing the tier before
     it, and said in the notes when it replaced one that was asked for), compare. Raises CanaryError subclasses.
@@ -44,6 +46,7 @@ def run_compare(
     `trusted_block` (report mode: (where it is from, the default branch's config's block)): the inline layer is
     that block, not the measured run's — a pull request's config must not loosen the limits it is judged by.
     `trusted_pair` False (report mode): a lockstep pair's base side is its head's partner only, not a baseline.
+    `numerics_accepted`: a maintainer accepted the pair's change of the training numerics (fail_on_numerics_change).
     """
     _check_allowed(allowed)
     members = pair_members(current_path)
@@ -71,6 +74,8 @@ def run_compare(
         if not missing_ok:
             raise
         history = BaselineSet(runs=[], excluded=[], notes=[none.message] if baseline_paths else [])
+    if members is not None and members[2].heldout is not None:
+        current, history = with_pair_heldout(current, history, members[2])
     file = load_threshold_file(threshold_file) if threshold_file is not None else None
     inline, inline_name = _inline(current), f"the thresholds block of config {current.config_name}"
     if trusted_block is not None:
@@ -97,6 +102,7 @@ def run_compare(
         notes=all_notes,
         code=code,
         trusted_pair=trusted_pair,
+        numerics_accepted=numerics_accepted,
     )
 
 
@@ -131,6 +137,22 @@ def pair_members(path: Path) -> tuple[Path, Path, PairRecord] | None:
         ) from e
     folder = record_path.parent  # the sides' folders are fixed names: a record cannot point elsewhere
     return folder / "head" / "metrics.json", folder / "base" / "metrics.json", record
+
+
+def with_pair_heldout(current: RunData, history: BaselineSet, record: PairRecord) -> tuple[RunData, BaselineSet]:
+    """The pair's held-out evaluations (pair.json) on its two sides: the head is the current run, the base side the
+    baseline of the same pair."""
+    assert record.heldout is not None
+    evaluations = record.heldout
+    current = replace(current, heldout=evaluations.get("head"))
+    runs = [
+        replace(run, heldout=evaluations.get("base"))
+        if run.metrics is not None and run.metrics.pair is not None and run.metrics.pair.pair_id == record.pair_id
+        and run.metrics.pair.side == "base"
+        else run
+        for run in history.runs
+    ]  # fmt: skip
+    return current, replace(history, runs=runs)
 
 
 def _inline(current: RunData) -> ThresholdFile | None:

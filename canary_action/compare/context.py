@@ -26,6 +26,8 @@ class Context:
     partner: RunData | None = None
     """A lockstep pair's base side when the current run is its head side: perf is then judged round by round
     against it (paired.py), and held to the history (below)."""
+    numerics_accepted: bool = False
+    """A maintainer accepted this commit's change of the training numerics (fail_on_numerics_change)."""
 
     @property
     def history(self) -> list[RunData]:

@@ -8,11 +8,15 @@ from collections.abc import Sequence
 from typing import Final
 
 from canary_action.compare.learning import Band
-from canary_action.compare.result import Curve
+from canary_action.compare.result import Curve, HeldoutSummary
 from canary_action.compare.runs import RunData
 from canary_action.metrics import schema
 
 MAX_POINTS: Final = 120  # a chart wider than this is unreadable in a PR comment
+#: A lockstep pair's two loss curves, unsmoothed: the head side (current) over its base side (baseline_mid).
+PAIR_LOSS: Final = "pair/loss"
+#: The held-out figure at each evaluated step: this run (current) over its reference (baseline_mid).
+HELDOUT: Final = "heldout"
 
 
 def step_time_curve(current: RunData, baselines: Sequence[RunData]) -> Curve:
@@ -31,6 +35,20 @@ def loss_curve(current: RunData, band: Band | None) -> Curve:
         none: list[float | None] = [None] * len(current.loss_steps)
         return _curve(schema.LOSS, current.loss_steps, [current.losses, none, none, none])
     return _curve(schema.LOSS, band.steps, [list(band.current), list(band.low), list(band.mid), list(band.high)])
+
+
+def pair_loss_curve(head: RunData, base: RunData) -> Curve:
+    """Both sides' losses at the steps both logged: where a changed math parts them, and from which step."""
+    theirs = dict(zip(base.loss_steps, base.losses, strict=False))
+    none: list[float | None] = [None] * len(head.loss_steps)
+    mid = [theirs.get(step) for step in head.loss_steps]
+    return _curve(PAIR_LOSS, head.loss_steps, [head.losses, none, mid, none])
+
+
+def heldout_curve(summary: HeldoutSummary) -> Curve:
+    none: list[float | None] = [None] * len(summary.steps)
+    return Curve(name=HELDOUT, steps=summary.steps, current=summary.current_curve, baseline_low=none,
+                 baseline_mid=summary.reference_curve, baseline_high=none)  # fmt: skip
 
 
 def _curve(name: str, steps: Sequence[int], columns: Sequence[Sequence[float | None]]) -> Curve:

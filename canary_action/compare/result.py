@@ -15,10 +15,11 @@ from canary_action.config.thresholds import Thresholds, Tier
 from canary_action.metrics.pair import CodeDiff
 from canary_action.metrics.schema import Distributed
 
-RESULT_SCHEMA_VERSION: Final = 3
+RESULT_SCHEMA_VERSION: Final = 4
 #: Versions `canary report` reads: 2 added `pairing`; 3 added the pairing's commits, code diff and allocator, the
-#: suspect category `code` and the check `gpu_time`, nothing a version 2 reader would misread.
-READ_RESULT_VERSIONS: Final = (1, 2, 3)
+#: suspect category `code` and the check `gpu_time`; 4 `numerics`, `heldout` and the checks of the same names;
+#: nothing an older reader would misread.
+READ_RESULT_VERSIONS: Final = (1, 2, 3, 4)
 
 Verdict = Literal["pass", "regression", "neutral", "crashed"]
 CheckStatus = Literal["pass", "fail", "warn", "skip", "not-comparable"]
@@ -155,6 +156,58 @@ class StepSplit(Record):
     base_kernels: float | None = None
 
 
+class NumericsValue(Record):
+    name: str = Field(description="loss, gradient norm or weight checksum.")
+    base: float | None
+    head: float | None
+
+
+class Numerics(Record):
+    """A lockstep pair's training math, side against side, step by step (compare/numerics.py)."""
+
+    state: Literal["identical", "within_tolerance", "changed"]
+    judged: bool = Field(description="False where no tolerance was measured: differences are reported, not judged.")
+    steps: int = Field(description="Steps compared (both sides logged them).")
+    device: str
+    dtype: str
+    tolerance: float | None = Field(description="Largest relative difference counted as rounding.")
+    first_step: int | None = Field(description="changed: the first step beyond the tolerance (else the first unequal).")
+    first_weights_step: int | None = Field(description="The first step after which anything differed at all.")
+    largest_difference: float | None = Field(
+        description="The largest relative difference of a loss or gradient norm (None: one side lacks a value)."
+    )
+    largest_at: int
+    largest_of: str
+    values: list[NumericsValue] = Field(description="Both sides' values at first_step.")
+    note: str | None = None
+
+
+class HeldoutSummary(Record):
+    """The held-out evaluation as judged (compare/heldout.py): the starting model, the reference and this run."""
+
+    metric: str = Field(description="next_token, preference or reward.")
+    label: str = Field(description="In words: held-out loss, held-out preference margin, held-out reward.")
+    unit: str
+    better: Literal["lower", "higher"]
+    basis: Literal["paired", "history"] = Field(
+        description="paired: against the lockstep pair's base side, example by example on the same set; history: "
+        "against the artifact baselines' evaluations of the same set."
+    )
+    num_examples: int
+    start: float = Field(description="The starting model's figure.")
+    reference: float = Field(description="The base side's (paired) or the baselines' mean (history) at the end.")
+    current: float
+    effect: float = Field(description="How much worse the current run is than the reference (negative: better).")
+    interval: Interval = Field(description="Of `effect`, in the metric's unit (low, high; not percent).")
+    learning: float = Field(description="How much the reference learned from the start (in the better direction).")
+    learning_se: float = Field(description="Standard error of `learning`, over the examples.")
+    min_effect: float = Field(description="The smallest worsening that fails (heldout_min_effect_pct of learning).")
+    steps: list[int] = Field(default_factory=list, description="Evaluated steps, for the chart.")
+    reference_curve: list[float | None] = Field(default_factory=list)
+    current_curve: list[float | None] = Field(default_factory=list)
+    evaluated_in: str | None = None
+
+
 class RunRef(Record):
     run_id: str
     source: str = Field(description="The file it was read from.")
@@ -182,7 +235,7 @@ class Curve(Record):
 
 
 class CompareResult(Record):
-    result_schema_version: Literal[1, 2, 3] = RESULT_SCHEMA_VERSION
+    result_schema_version: Literal[1, 2, 3, 4] = RESULT_SCHEMA_VERSION
     verdict: Verdict
     reason: str = Field(description="One line: why this verdict.")
     tier: Tier
@@ -201,4 +254,6 @@ class CompareResult(Record):
     config_changes: list[Change] = Field(default_factory=list)
     op_changes: list[OpChange] = Field(default_factory=list)
     curves: list[Curve] = Field(default_factory=list)
+    numerics: Numerics | None = Field(None, description="A lockstep pair's training math, side against side.")
+    heldout: HeldoutSummary | None = Field(None, description="The held-out evaluation, as judged.")
     notes: list[str] = Field(default_factory=list, description="Things the reader should know (fallbacks, exclusions).")

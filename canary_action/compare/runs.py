@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from canary_action.compare.result import RunFormat, RunRef
 from canary_action.metrics import schema
+from canary_action.metrics.heldout import HeldoutEval
 from canary_action.metrics.schema import Distributed, EnvFingerprint, Metrics, ProfilerSummary, Status, Workload
 from canary_action.metrics.summarize import summarize
 
@@ -72,6 +73,12 @@ class RunData:
     final_loss: float | None = None
     algo: Mapping[str, list[float | None]] = field(default_factory=dict)
     """Algorithm metrics per step ('rewards/accuracies', 'kl', ...), aligned with loss_steps."""
+    grad_norms: list[float | None] = field(default_factory=list)
+    """Every step's gradient norm as the trainer logged it (before clipping), aligned with loss_steps."""
+    weight_sums: list[float | None] = field(default_factory=list)
+    """Every step's checksum of the trainable weights (numerics/weight_sum), aligned with loss_steps."""
+    heldout: HeldoutEval | None = None
+    """The held-out evaluation: the run's own (metrics.json), or for a lockstep pair's side the pair's (pair.json)."""
     step_times: list[float | None] = field(default_factory=list)
     """Every step's time, aligned with loss_steps (charts, timing breakdown)."""
     data_wait: list[float | None] = field(default_factory=list)
@@ -164,7 +171,8 @@ def recut(run: RunData, warmup_steps: int) -> RunData:
     """The same run with its first `warmup_steps` rows left out of the steady figures instead of its own cut."""
     if run.metrics is None or warmup_steps == run.warmup_steps:
         return run
-    return from_metrics(run.metrics, run.source, warmup_steps=warmup_steps)
+    # A lockstep side's held-out evaluation is the pair's (pair.json), not its metrics.json's: it stays.
+    return replace(from_metrics(run.metrics, run.source, warmup_steps=warmup_steps), heldout=run.heldout)
 
 
 def from_metrics(metrics: Metrics, source: str, *, warmup_steps: int | None = None) -> RunData:
@@ -229,6 +237,9 @@ def from_metrics(metrics: Metrics, source: str, *, warmup_steps: int | None = No
         tail_mean_loss=summary.tail_mean_loss if summary else None,
         final_loss=summary.final_loss if summary else None,
         algo={k.removeprefix(schema.ALGO_PREFIX): v for k, v in series.items() if k.startswith(schema.ALGO_PREFIX)},
+        grad_norms=_col(series, schema.GRAD_NORM, n),
+        weight_sums=_col(series, schema.WEIGHT_SUM, n),
+        heldout=metrics.heldout,
         step_times=times,
         data_wait=_col(series, schema.DATA_WAIT_S, n),
         generation=_col(series, schema.GENERATION_S, n),

@@ -12,7 +12,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Final
 
-from canary_action.compare import curves, gpu, paired, window
+from canary_action.compare import curves, gpu, heldout, numerics, paired, window
 from canary_action.compare.comparability import LEARNING_FIELDS, PERF_FIELDS, describe, split
 from canary_action.compare.context import Context
 from canary_action.compare.diff import config_changes, env_changes, op_changes
@@ -20,7 +20,7 @@ from canary_action.compare.distributed import distributed_checks
 from canary_action.compare.learning import curve_baselines, learning_checks, loss_band
 from canary_action.compare.memory import memory_checks
 from canary_action.compare.perf import perf_checks
-from canary_action.compare.result import Check, Comparability, CompareResult, Noise, Pairing, Verdict
+from canary_action.compare.result import Check, Comparability, CompareResult, Noise, Numerics, Pairing, Verdict
 from canary_action.compare.runs import RunData
 from canary_action.compare.stability import stability_checks
 from canary_action.compare.stats import Effect
@@ -36,7 +36,13 @@ RESTATES: Final[dict[str, tuple[str, ...]]] = {
     "step_time": ("rank_imbalance", "communication_time"),
     "max_memory_reserved": ("max_memory",),
     "loss_divergence": ("nan_steps", "inf_steps"),
-}
+    # A model that learns worse on held-out data moves its loss and its rewards too; a changed math is how it got
+    # there (fail_on_numerics_change).
+    **dict.fromkeys(
+        ("numerics", "loss_curve", "tail_loss", "reward_accuracy", "reward_margin", "mean_reward", "kl"),
+        ("heldout_eval",),
+    ),
+}  # fmt: skip
 _ORDER = {"fail": 0, "warn": 1, "not-comparable": 2, "pass": 3, "skip": 4}
 NO_BASELINE = "no baseline yet: run the canary on the default branch and keep its metrics.json as the baseline"
 
@@ -52,13 +58,16 @@ def compare(
     notes: Sequence[str] = (),
     code: CodeDiff | None = None,
     trusted_pair: bool = True,
+    numerics_accepted: bool = False,
 ) -> CompareResult:
     """Judge `current` against `baselines` (newest first; may be empty: stability is judged alone). `code`: what a
     lockstep pair's head tree changed against its base tree (pair.json), the first suspect when nothing else
     differs. `trusted_pair` False (report mode: the pair came from the job that ran the pull request's code): its
     base side is the partner of the paired checks only, never one of the baselines the other checks, the warm-up
-    cut and the history that holds the paired checks (perf.held_to_history) are taken from."""
+    cut and the history that holds the paired checks (perf.held_to_history) are taken from. `numerics_accepted`: a
+    maintainer accepted this commit's change of the training numerics (fail_on_numerics_change)."""
     untrusted = None if trusted_pair else paired.partner(current, baselines)
+    pair_base = untrusted or paired.partner(current, baselines)  # held-out figures compare whatever else differs
     baselines = [b for b in baselines if b is not untrusted]
     perf = split(PERF_FIELDS, baselines, current, allowed)
     learning = split(LEARNING_FIELDS, baselines, current, allowed)
@@ -70,15 +79,18 @@ def compare(
     partner = usable[-1] if own_pair else paired.partner(current, history)
     ctx = Context(
         current=current, baselines=baselines, perf=perf, learning=learning, thresholds=thresholds, tier=tier,
-        partner=partner,
+        partner=partner, numerics_accepted=numerics_accepted,
     )  # fmt: skip
     perf_results, effect = perf_checks(ctx)
     t = thresholds
     band = loss_band(current, curve_baselines(ctx), t.loss_curve_tolerance_pct, t.run_spread_k)
     gpu_time = gpu.gpu_time_check(ctx)
+    numerics_check, numerics_found = numerics.numerics_check(ctx)
+    heldout_check, heldout_found = heldout.heldout_check(ctx, pair_base)
     checks = gpu.one_cause(one_cause([
         *stability_checks(ctx), *perf_results, *([gpu_time] if gpu_time else []), *distributed_checks(ctx),
-        *memory_checks(ctx), *learning_checks(ctx, band),
+        *memory_checks(ctx), heldout_check, *([numerics_check] if numerics_check else []),
+        *learning_checks(ctx, band),
     ]))  # fmt: skip
     checks.sort(key=lambda c: _ORDER[c.status])  # stable: within a status, the groups keep their order
     newest = baselines[0] if baselines else None
@@ -91,7 +103,7 @@ def compare(
         current.profiler,
         current.profiler_steps,
     )
-    verdict, reason = _verdict(current, baselines, checks, describe(perf.differences))
+    verdict, reason = _verdict(current, baselines, checks, describe(perf.differences), numerics_found)
     host_gpu = gpu.step_split(current, perf.usable, partner)
     all_notes = [f"measurement quality: {w}" for w in current.measurement_warnings] + list(notes)
     stalls = paired.stall_report(current, partner)[0] if partner is not None else None
@@ -124,7 +136,14 @@ def compare(
         env_changes=env,
         config_changes=config,
         op_changes=ops,
-        curves=[curves.step_time_curve(current, perf.usable), curves.loss_curve(current, band)],
+        curves=[
+            curves.step_time_curve(current, perf.usable),
+            curves.loss_curve(current, band),
+            *([curves.pair_loss_curve(current, pair_base)] if pair_base is not None else []),
+            *([curves.heldout_curve(heldout_found)] if heldout_found is not None else []),
+        ],
+        numerics=numerics_found,
+        heldout=heldout_found,
         notes=all_notes,
     )
 
@@ -145,7 +164,7 @@ def _restated(check: Check, primary: str) -> Check:
 
 
 def _verdict(
-    current: RunData, baselines: Sequence[RunData], checks: Sequence[Check], differs: str
+    current: RunData, baselines: Sequence[RunData], checks: Sequence[Check], differs: str, found: Numerics | None
 ) -> tuple[Verdict, str]:
     failed = [c for c in checks if c.status == "fail"]
     if current.status.state == "failed":
@@ -166,15 +185,33 @@ def _verdict(
         names = ", ".join(c.name for c in unjudged)
         first = unjudged[0]
         return "neutral", f"not judged, so no pass: {names} ({first.message}; {first.fix})"
+    return "pass", _numerics_changed(checks, found) or _passed(checks)
+
+
+def _passed(checks: Sequence[Check]) -> str:
     warned = [c.name for c in checks if c.status == "warn"]
     idle = [c.name for c in checks if c.status == "skip"]
     does_not_apply = f"; {len(idle)} did not apply to this run ({', '.join(idle)})" if idle else ""
+    if warned:
+        return f"no check failed ({len(warned)} warning{'s' if len(warned) != 1 else ''}: {', '.join(warned)})" + (
+            does_not_apply
+        )
+    return "every check that applies passed" + does_not_apply
+
+
+def _numerics_changed(checks: Sequence[Check], found: Numerics | None) -> str | None:
+    """The verdict's reason when a pair passes with its training math changed: said first, with the held-out
+    figure that let it pass."""
+    numerics_check = next((c for c in checks if c.name == "numerics"), None)
+    if found is None or numerics_check is None or numerics_check.status != "warn":
+        return None
+    held = next((c for c in checks if c.name == "heldout_eval" and c.status == "pass"), None)
+    if held is None or held.baseline is None or held.current is None or held.interval is None:
+        return None
+    low, high = held.interval.low, held.interval.high
     return (
-        "pass",
-        f"no check failed ({len(warned)} warning{'s' if len(warned) != 1 else ''}: {', '.join(warned)})"
-        + does_not_apply
-        if warned
-        else "every check that applies passed" + does_not_apply,
+        f"{numerics.describe_change(found)}; the held-out evaluation finds no worse learning: {held.message}"
+        f" (within the limit of {held.threshold:g} % of learning; interval {low:+.1f} to {high:+.1f} %)"
     )
 
 

@@ -1,5 +1,5 @@
-"""The nested blocks of a canary config: `profiler`, `fault_injection` and `distributed`, and the strictness every
-part of the config shares (config/schema.py puts them together)."""
+"""The nested blocks of a canary config: `profiler`, `heldout`, `fault_injection` and `distributed`, and the
+strictness every part of the config shares (config/schema.py puts them together)."""
 
 from __future__ import annotations
 
@@ -47,6 +47,46 @@ class ProfilerConfig(StrictModel):
     top_k: Count = Field(
         20, ge=1, le=500, description="How many ops the metrics.json top-ops summary keeps (at most 500)."
     )
+
+
+HeldoutMetric = Literal["auto", "next_token", "preference", "reward"]
+
+
+class HeldoutConfig(StrictModel):
+    """The held-out evaluation: the trained model, evaluated by the canary's own code on examples the training never
+    saw, with a metric fixed by the training type (docs/correctness.md). In a lockstep pair the base side's config
+    (the default branch's) decides this block for both sides."""
+
+    enabled: bool = Field(
+        True,
+        description="Evaluate the trained model on held-out examples and judge it (check heldout_eval); false: "
+        "not evaluated, and the check does not apply.",
+    )
+    metric: HeldoutMetric = Field(
+        "auto",
+        description="next_token: loss and accuracy of the next token, with the canary's own tokenization (lower "
+        "loss is better); preference: how much more the model prefers each chosen answer over the rejected one than "
+        "the starting model did (margin of the log-probability ratios, and accuracy; higher is better); reward: mean "
+        "reward of greedy completions of held-out prompts by the config's reward (higher is better). auto: sft -> "
+        "next_token, dpo -> preference, grpo/rloo/ppo -> reward, custom -> by the held-out data's columns.",
+    )
+    num_examples: Count = Field(
+        64, ge=8, le=4096, description="Held-out examples evaluated (8 to 4,096; more: a tighter interval, slower)."
+    )
+    dataset_name: str | None = Field(
+        None,
+        description="Your own evaluation set: a Hub id or a local .jsonl/.json/.parquet file, its first num_examples "
+        "rows; default: the training data's held-out part (builtin data: a held-out split drawn apart from the "
+        "training examples; other data: the num_examples rows after the first dataset_size).",
+    )
+    dataset_split: str | None = Field(None, description="Split of dataset_name to read; default: dataset_split.")
+    steps: list[Annotated[Count, Field(ge=1, le=MAX_STEPS)]] | Literal["auto"] = Field(
+        "auto",
+        max_length=20,
+        description="Optimizer steps after which the model is evaluated too (at most 20), besides the start and the "
+        "end of training; auto: halfway. Only the end is judged; the others show how it learned.",
+    )
+    batch_size: Count = Field(16, ge=1, le=1024, description="Examples per evaluation batch (at most 1,024).")
 
 
 class FaultInjection(StrictModel):

@@ -17,6 +17,7 @@ from canary_action.config.blocks import (
     MAX_TOKENS,
     DistributedConfig,
     FaultInjection,
+    HeldoutConfig,
     ProfilerConfig,
     StrictModel,
 )
@@ -156,6 +157,10 @@ class CommonConfig(StrictModel):
         60.0, gt=0, description="Wall-clock limit of the training loop; the run stops early after it."
     )
     profiler: ProfilerConfig = Field(default_factory=ProfilerConfig, description="torch.profiler window.")
+    heldout: HeldoutConfig = Field(
+        default_factory=HeldoutConfig,
+        description="The held-out evaluation of the trained model, by the canary's own code (docs/correctness.md).",
+    )
     thresholds: ThresholdFile | None = Field(
         None,
         description="Comparison thresholds for this canary: the keys of a thresholds file, base_tier included, "
@@ -195,6 +200,7 @@ class CommonConfig(StrictModel):
             )
         self._check_processes()
         self._check_profiler_window()
+        self._check_heldout()
         builtin = catalog.split(self.dataset_name)
         if builtin is not None and catalog.DATASETS[builtin] not in self.accepted_dataset_kinds():
             raise ValueError(
@@ -252,6 +258,24 @@ class CommonConfig(StrictModel):
             f"steps {window.start_step}-{last}) ends past max_steps ({self.max_steps}): {recorded}. {fits.capitalize()}"
             f", raise max_steps to {last}, or set profiler.enabled: false"
         )
+
+    def _check_heldout(self) -> None:
+        steps = self.heldout.steps
+        late = [s for s in steps if s >= self.max_steps] if steps != "auto" else []
+        if late:
+            raise ValueError(
+                f"heldout.steps {late} {'is' if len(late) == 1 else 'are'} not before max_steps ({self.max_steps}): "
+                "the end of training is always evaluated; list steps inside the run"
+            )
+        if self.heldout.metric == "reward" and not self.has_reward():
+            raise ValueError(
+                "heldout.metric reward scores completions with the config's reward: this training type has none "
+                "(use next_token or preference, or auto)"
+            )
+
+    def has_reward(self) -> bool:
+        """Whether the config names a reward the held-out evaluation can score completions with."""
+        return False
 
     def accepted_dataset_kinds(self) -> tuple[catalog.DatasetKind, ...]:
         """Data shapes this family can train on; custom trainers bring their own data, so all."""
@@ -334,6 +358,9 @@ class OnlineRLConfig(CommonConfig):
             )
         return self
 
+    def has_reward(self) -> bool:
+        return True
+
     def accepted_dataset_kinds(self) -> tuple[catalog.DatasetKind, ...]:
         return ("prompts", "preference")  # preference data: the prompt column
 
@@ -371,6 +398,9 @@ class PPOConfig(CommonConfig):
     @classmethod
     def _builtin_models_exist(cls, value: str | None) -> str | None:
         return _known_builtin_model(value)
+
+    def has_reward(self) -> bool:
+        return self.reward_model is not None  # without one, TRL's PPO scores with a new, untrained head
 
     def accepted_dataset_kinds(self) -> tuple[catalog.DatasetKind, ...]:
         return ("prompts", "preference")

@@ -93,6 +93,19 @@ class Thresholds(BaseModel):
         "(%), raised to run_spread_k x the pair's own noise SD when that is larger; the separate-run limits "
         "(max_step_time_increase_pct, max_tps_drop_pct, max_gpu_time_increase_pct) do not apply to a pair.",
     )
+    # Correctness (held-out evaluation, numerics in a pair). Defaults, like the above: an older result.json loads.
+    heldout_min_effect_pct: Number = Field(
+        5.0,
+        ge=0,
+        description="Fail when the held-out metric is clearly worse than the reference's (the pair's base side, or "
+        "the baselines) by more than this share (%) of what the reference learned from the starting model.",
+    )
+    fail_on_numerics_change: bool = Field(
+        False,
+        description="Lockstep pairs: a change of the training numerics (losses, gradients, weights beyond rounding) "
+        "fails until a maintainer accepts it for the commit (accept-numerics-change); false: it warns, and the "
+        "held-out evaluation judges whether the model learns worse.",
+    )
     # rlhf-canary 0.1's key. A default, like the two above: a result.json written before it still loads.
     confidence_level: ConfidenceLevel = Field(
         DEFAULT_CONFIDENCE_LEVEL,
@@ -127,6 +140,8 @@ class ThresholdOverrides(BaseModel):
     max_comm_time_increase_pct: Number | None = Field(None, ge=0)
     max_gpu_time_increase_pct: Number | None = Field(None, ge=0)
     paired_min_effect_pct: Number | None = Field(None, ge=0)
+    heldout_min_effect_pct: Number | None = Field(None, ge=0)
+    fail_on_numerics_change: bool | None = None
     confidence_level: ConfidenceLevel | None = None
 
 

@@ -11,11 +11,12 @@ from typing import Final, Literal
 
 from pydantic import Field
 
+from canary_action.metrics.heldout import HeldoutEval
 from canary_action.metrics.schema import Closed
 
-PAIR_RECORD_VERSION: Final = 3
-#: Versions read: 2 added `code`, 3 `head_uid`, and nothing else.
-READ_PAIR_RECORD_VERSIONS: Final = (1, 2, 3)
+PAIR_RECORD_VERSION: Final = 4
+#: Versions read: 2 added `code`, 3 `head_uid`, 4 `heldout`, and nothing else.
+READ_PAIR_RECORD_VERSIONS: Final = (1, 2, 3, 4)
 Side = Literal["base", "head"]
 ChangeKind = Literal["added", "removed", "modified"]
 
@@ -58,7 +59,7 @@ class CodeDiff(Closed):
 
 
 class PairRecord(Closed):
-    pair_record_version: Literal[1, 2, 3] = PAIR_RECORD_VERSION
+    pair_record_version: Literal[1, 2, 3, 4] = PAIR_RECORD_VERSION
     pair_id: str
     chunk_steps: int
     seed: int = Field(description="Seed of the random orders: which side starts first, and inside each round.")
@@ -73,4 +74,9 @@ class PairRecord(Closed):
         None,
         description="The user the head side ran as, one of its own (the coordinator was root); None: the "
         "coordinator's user, or version 1-2.",
+    )
+    heldout: dict[Side, HeldoutEval] | None = Field(
+        None,
+        description="Both sides' held-out evaluations, by the coordinator's evaluator on the same examples (the base "
+        "side's config decides them); None: the base config turns it off, or version 1-3.",
     )

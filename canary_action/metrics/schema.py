@@ -10,14 +10,18 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.types import FailFast
+from pydantic import Field, model_validator
 
-SCHEMA_VERSION: Final = 3
+from canary_action.metrics.heldout import HeldoutEval
+from canary_action.metrics.records import FAIL_FAST, Closed, Record
+
+__all__ = ["FAIL_FAST", "Closed", "Record"]  # their home is records.py; many modules read them from here
+
+SCHEMA_VERSION: Final = 4
 #: Versions this reader takes: 2 added `pair` (lockstep pairs), 3 the GPU's busy time (summary.gpu_busy_*,
-#: series gpu/busy_s and gpu/num_kernels), the pair side's `allocator` and `run.startup_s`; each added fields
-#: and nothing else, so an older file is a newer one without them.
-READ_VERSIONS: Final = (1, 2, 3)
+#: series gpu/busy_s and gpu/num_kernels), the pair side's `allocator` and `run.startup_s`, 4 `heldout` and the
+#: series numerics/weight_sum; each added fields and nothing else, so an older file is a newer one without them.
+READ_VERSIONS: Final = (1, 2, 3, 4)
 
 # Series names: namespaced, with units (STYLE 10). Algorithm metrics keep TRL's own key under "algo/".
 STEP = "step"
@@ -32,6 +36,10 @@ NUM_SAMPLES = "data/num_samples"
 LOSS = "train/loss"
 GRAD_NORM = "train/grad_norm"
 LEARNING_RATE = "train/learning_rate"
+#: A checksum of the trainable weights after each optimizer step: the sum of every trainable tensor's float32 sum,
+#: added up in float64. Two sides of a lockstep pair train the same batches from the same weights, so with the
+#: same math their losses, gradient norms and this checksum are equal, step for step (compare/numerics.py).
+WEIGHT_SUM = "numerics/weight_sum"
 PEAK_ALLOCATED_MIB = "memory/peak_allocated_mib"
 PEAK_RESERVED_MIB = "memory/peak_reserved_mib"
 HOST_RSS_MIB = "memory/host_rss_mib"
@@ -43,27 +51,11 @@ GPU_UTILIZATION_PCT = "gpu/utilization_pct"
 GPU_BUSY_S = "gpu/busy_s"
 NUM_GPU_KERNELS = "gpu/num_kernels"
 IN_PROFILER_WINDOW = "perf/in_profiler_window"
-#: Lists are validated up to their first bad item: a file padded with millions of bad items would otherwise cost
-#: an error object each (seconds and gigabytes; metrics/io.py refuses junk keys before validating, docs/benchmarks.md).
-FAIL_FAST: Final = FailFast()
 ALGO_PREFIX = "algo/"
 #: Per-rank columns of a multi-process run: f"{RANK_PREFIX}{rank}/compute_s" and f"{RANK_PREFIX}{rank}/comm_s".
 RANK_PREFIX = "dist/rank"
 #: Lockstep pairs: the round (0, 1, ...) in which each step ran; the other side's steps of a round ran next to it.
 PAIR_ROUND = "pair/round"
-
-
-class Closed(BaseModel):
-    """Closed: a key this version does not know is an error. A new field means a new schema_version."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class Record(Closed):
-    """A part of metrics.json: closed, and finite. The series store a non-finite value as null and a summary
-    never holds one, so a float field refuses inf and NaN (read_metrics's fast path relies on it)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class RunIdentity(Record):
@@ -297,7 +289,7 @@ class Status(Record):
 
 
 class Metrics(Record):
-    schema_version: Literal[1, 2, 3] = SCHEMA_VERSION
+    schema_version: Literal[1, 2, 3, 4] = SCHEMA_VERSION
     run: RunIdentity
     env: EnvFingerprint
     workload: Workload | None = Field(description="None when the run failed before the model and data were loaded.")
@@ -308,6 +300,11 @@ class Metrics(Record):
     profiler: ProfilerSummary | None = None
     distributed: Distributed | None = Field(None, description="Multi-process runs only (num_processes > 1).")
     pair: PairSide | None = Field(None, description="Lockstep pairs only: which side of which pair this run is.")
+    heldout: HeldoutEval | None = Field(
+        None,
+        description="The held-out evaluation of the trained model (a run on its own; a lockstep pair's is in "
+        "pair.json); None: not evaluated (heldout.enabled false, a pair's side, or before schema version 4).",
+    )
     status: Status
     notices: Annotated[list[str], FAIL_FAST] = Field(
         default_factory=list, description="Config overrides and ignored keys, said aloud."

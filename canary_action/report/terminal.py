@@ -48,6 +48,7 @@ def render_terminal(result: CompareResult, links: Links | None = None, *, colour
     head = [f"rlhf-canary {verdict} — {one_line(result.current.config_name, 80)}", plain(view.reason)]
     if view.baseline_kind is not None:
         head.append(plain(view.baseline_kind))
+    head += [plain(line) for line in view.correctness]
     parts = [
         head,
         _how_to_baseline(view, links),

@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Final
 
+from canary_action.compare.curves import HELDOUT, PAIR_LOSS
 from canary_action.compare.op_names import short_op_name
 from canary_action.compare.result import (
     Change,
@@ -25,6 +26,7 @@ from canary_action.compare.result import (
 from canary_action.metrics import schema
 from canary_action.metrics.schema import Distributed, RankSummary
 from canary_action.report import charts
+from canary_action.report.correctness import correctness_lines
 from canary_action.report.escape import Md, code, link, mermaid_label, one_line, slug, text
 from canary_action.report.facts import facts, paired_line
 
@@ -33,7 +35,12 @@ VERDICT_ICONS: Final = {"pass": "✅", "regression": "❌", "neutral": "➖", "c
 MAX_DIFF_ROWS: Final = 60  # a diff of hundreds of keys: the first 60 and a count
 MAX_SUSPECTS_SHOWN: Final = 3
 MAX_RANK_ROWS: Final = 64  # a 512-GPU job: the first ranks, the slowest, and a count
-CURVES: Final = {schema.STEP_TIME_S: ("Step time per step", "seconds"), schema.LOSS: ("Loss per step", "loss")}
+CURVES: Final = {
+    schema.STEP_TIME_S: ("Step time per step", "seconds"),
+    schema.LOSS: ("Loss per step", "loss"),
+    PAIR_LOSS: ("Loss per step, both sides of the pair (red: this pull request, dark blue: its base)", "loss"),
+    HELDOUT: ("Held-out figure at the evaluated steps (red: this run, dark blue: the reference)", ""),
+}
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,8 @@ class ReportView:
     """The per-rank table of a multi-process run (None: one process). Small, so never dropped for size."""
     baseline_kind: Md | None = None
     """One line under the verdict when the baseline was not the usual artifact history (a lockstep pair)."""
+    correctness: list[Md] = field(default_factory=list)
+    """Under the verdict: the pair's numerics and the held-out evaluation, in a line each (report/correctness.py)."""
 
     def degraded(self, level: int, note: Md) -> ReportView:
         """A copy with the first `level` parts dropped, in the fixed order charts, per-step detail, env diff."""
@@ -194,6 +203,7 @@ def build_view(result: CompareResult, links: Links | None = None) -> ReportView:
         how_to_baseline=None if result.baselines else _yaml_block(links.baseline_snippet),
         ranks=_ranks(result.current.distributed),
         baseline_kind=paired_line(result),
+        correctness=correctness_lines(result),
     )
 
 

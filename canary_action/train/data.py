@@ -31,24 +31,52 @@ def load(config: CommonConfig, tokenizer: PreTrainedTokenizerBase) -> Dataset:
             max_length=config.max_length,
             max_prompt_length=config.max_prompt_length,
         )
-    path = Path(config.dataset_name)
+    loaded = _read(config.dataset_name, config.dataset_split, config.dataset_subset, config.dataset_revision)
+    dataset = loaded.select(range(min(config.dataset_size, len(loaded))))
+    return truncate_prompts(dataset, tokenizer, config.max_prompt_length)
+
+
+def load_heldout(config: CommonConfig, tokenizer: PreTrainedTokenizerBase) -> tuple[Dataset, str]:
+    """The held-out examples of the config's `heldout` block, and where they came from in words: its own dataset's
+    first num_examples rows; else the training data's held-out part (builtin: a part drawn apart; a file or a Hub
+    dataset: the rows after the first dataset_size, which training never reads)."""
+    wanted = config.heldout.num_examples
+    name = config.heldout.dataset_name or config.dataset_name
+    builtin = catalog.split(name)
+    if builtin is not None:
+        rows = builtin_data.build_dataset(
+            builtin, size=wanted, seed=config.seed, max_length=config.max_length,
+            max_prompt_length=config.max_prompt_length, part="heldout",
+        )  # fmt: skip
+        return rows, f"{name}, its held-out part ({wanted} examples drawn apart from the training ones)"
+    own = config.heldout.dataset_name is not None
+    split = (config.heldout.dataset_split or config.dataset_split) if own else config.dataset_split
+    subset, revision = (None, None) if own else (config.dataset_subset, config.dataset_revision)
+    loaded = _read(name, split, subset, revision, key="heldout.dataset_name" if own else "dataset_name")
+    start = 0 if own else config.dataset_size
+    if len(loaded) <= start:
+        raise ConfigError(
+            f"dataset {name} has {len(loaded)} rows: none after the first dataset_size ({start}) to hold out",
+            fix="name an evaluation set of your own (heldout.dataset_name), or lower dataset_size",
+        )
+    rows = loaded.select(range(start, min(start + wanted, len(loaded))))
+    where = f"rows {start}-{start + len(rows) - 1} of {name} ({split})"
+    return truncate_prompts(rows, tokenizer, config.max_prompt_length), where + (
+        "" if own else ", after the training rows"
+    )
+
+
+def _read(name: str, split: str, subset: str | None, revision: str | None, *, key: str = "dataset_name") -> Dataset:
+    """A local file's rows, or a Hub dataset's split (from the cache, or the Hub: hub.require)."""
+    path = Path(name)
     if path.suffix in hub.LOCAL_DATA_FORMATS:
         if not path.is_file():
             raise ConfigError(
-                f"dataset file {path} does not exist",
-                fix="fix dataset_name, or use builtin:<name> for offline runs",
+                f"dataset file {path} does not exist", fix=f"fix {key}, or use builtin:<name> for offline runs"
             )
-        loaded = load_dataset(hub.LOCAL_DATA_FORMATS[path.suffix], data_files=str(path), split="train")
-    else:
-        hub.require([hub.HubName(config.dataset_name, "dataset", config.dataset_revision)])
-        loaded = load_dataset(
-            config.dataset_name,
-            config.dataset_subset,
-            split=config.dataset_split,
-            revision=config.dataset_revision,
-        )
-    dataset = loaded.select(range(min(config.dataset_size, len(loaded))))
-    return truncate_prompts(dataset, tokenizer, config.max_prompt_length)
+        return load_dataset(hub.LOCAL_DATA_FORMATS[path.suffix], data_files=str(path), split="train")
+    hub.require([hub.HubName(name, "dataset", revision)])
+    return load_dataset(name, subset, split=split, revision=revision)
 
 
 def truncate_prompts(dataset: Dataset, tokenizer: PreTrainedTokenizerBase, max_prompt_length: int) -> Dataset:

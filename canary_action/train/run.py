@@ -29,6 +29,7 @@ from canary_action.config.schema import CommonConfig
 from canary_action.errors import CanaryError
 from canary_action.fingerprint import collect_environment, git_revision
 from canary_action.metrics import schema as m
+from canary_action.metrics.heldout import HeldoutEval
 from canary_action.metrics.io import write_metrics
 from canary_action.metrics.merge import RankRecord
 from canary_action.metrics.stream import KILLED, KILLED_MESSAGE, STEPS_FILE
@@ -44,6 +45,7 @@ from canary_action.train.profiler import ProfilerWindow
 from canary_action.train.progress import ProgressLine, StageLines
 from canary_action.train.ranks import RankContext, RankSync
 from canary_action.train.setup import TrainingSetup, drop_empty_trainer_dir
+from canary_action.train.snapshots import Snapshots
 from canary_action.train.stages import StageLog, announce_stages, current_stage, stage
 from canary_action.train.stream import RowStream
 
@@ -89,6 +91,10 @@ class CanaryRun:
         self.stream: RowStream | None = None
         self.status = m.Status(state="completed")
         self.failure: tuple[float, str | None] | None = None  # (unix time, a CanaryError's fix)
+        self.snapshots: Snapshots | None = None
+        """Saves the trained weights for the held-out evaluation (the lead process only)."""
+        self.heldout: HeldoutEval | None = None
+        """The held-out evaluation, when whoever started this run had it done (launch/single.py)."""
 
     def execute(self) -> None:
         lead = self.rank is None or self.rank.rank == 0
@@ -113,10 +119,36 @@ class CanaryRun:
             enabled=config.gpu_time, on_cuda=placement.on_cuda, skipped=self._profiler_steps(),
             chunk_steps=self.gate.chunk_steps if self.gate is not None else None,
         )  # fmt: skip
+        callbacks, comm = self._callbacks(lead, placement, probe, counters)
+        setup: TrainingSetup[Any] = TrainingSetup(config, placement, self.run_dir, callbacks, self.notices)
+        with stage("build"):
+            trainer = family.build_trainer(setup)
+            # With tqdm off the Trainer prints every log dict; the progress line replaces that.
+            trainer.remove_callback(PrinterCallback)
+            instrument(trainer, counters, probe, family.count_batch, config.fault_injection)
+            if self.snapshots is not None:
+                self.snapshots.attach(trainer, setup)
+            if comm is not None:
+                comm.attach(trainer)
+            self.workload = _workload(trainer, setup, placement)
+        with stage("train"), contextlib.suppress(TrainingStopped):
+            trainer.train()
+        if self.snapshots is not None:
+            self.snapshots.final(self.record.num_steps)
+        self._ended(probe)
+
+    def _callbacks(
+        self, lead: bool, placement: Placement, probe: DeviceProbe, counters: StepCounters
+    ) -> tuple[list[Any], CommTimer | None]:
+        """The trainer's callbacks, MetricsCallback first; and the communication timer of a launched rank."""
+        config = self.config
         if config.profiler.enabled and lead:
             self.profiler = ProfilerWindow(
                 config.profiler, self.run_dir / config.profiler.output_dir, placement.on_cuda
             )
+        if lead:
+            self.snapshots = Snapshots(config, self.run_dir)
+        between: list[Any] = [w for w in (self.profiler, self.snapshots) if w is not None]
         self.metrics_callback = MetricsCallback(
             self.record,
             counters,
@@ -125,7 +157,7 @@ class CanaryRun:
             timeout_s=config.timeout_minutes * 60,
             profiler_steps=self._profiler_steps(),
             gate=self.gate,
-            between=[self.profiler] if self.profiler else [],  # started and exported outside every step
+            between=between,  # the profiler's start and export, and snapshots: outside every step
             clock=self.clock,
         )
         callbacks: list[Any] = [self.metrics_callback]
@@ -141,23 +173,16 @@ class CanaryRun:
             callbacks += [comm, self.sync]
         if self.profiler is not None:  # for on_train_end: a run that stops inside the window keeps its trace
             callbacks.append(self.profiler)
-        setup: TrainingSetup[Any] = TrainingSetup(config, placement, self.run_dir, callbacks, self.notices)
-        with stage("build"):
-            trainer = family.build_trainer(setup)
-            # With tqdm off the Trainer prints every log dict; the progress line replaces that.
-            trainer.remove_callback(PrinterCallback)
-            instrument(trainer, counters, probe, family.count_batch, config.fault_injection)
-            if comm is not None:
-                comm.attach(trainer)
-            self.workload = _workload(trainer, setup, placement)
-        with stage("train"), contextlib.suppress(TrainingStopped):
-            trainer.train()
+        return callbacks, comm
+
+    def _ended(self, probe: DeviceProbe) -> None:
+        """How training ended, and what the device said after it."""
         self.warnings += [f"after training: {w}" for w in probe.health()]  # thermal throttling shows under load
         if self.clock is not None:
             self.warnings += self.clock.warnings(self.record.num_steps)
         if self.record.stop_reason is not None:
             self.status = m.Status(state="stopped_early", reason=self.record.stop_reason, step=self.record.stop_step)
-        elif self.record.num_steps < config.max_steps:
+        elif self.record.num_steps < self.config.max_steps:
             self.status = m.Status(state="stopped_early", reason="trainer", step=self.record.num_steps)
 
     def fail(self, error: BaseException) -> None:
@@ -206,6 +231,7 @@ class CanaryRun:
             warnings=self.warnings,
             pair=pair,
             startup_s=self.startup_s(),
+            heldout=self.heldout,
         )
         write_metrics(metrics, self.run_dir / "metrics.json")
         return metrics
@@ -266,6 +292,7 @@ def assemble_metrics(
     torch_threads: int | None = None,
     pair: m.PairSide | None = None,
     startup_s: dict[str, float] | None = None,
+    heldout: HeldoutEval | None = None,
 ) -> m.Metrics:
     """metrics.json of a run: its measurements plus identity, environment and the stability findings."""
     finished = datetime.now(UTC)
@@ -293,6 +320,7 @@ def assemble_metrics(
         profiler=profiler,
         distributed=distributed_summary,
         pair=pair,
+        heldout=heldout,
         status=status,
         notices=notices,
         measurement_warnings=warnings,

@@ -26,7 +26,7 @@ import functools
 import itertools
 import math
 import random
-from typing import Final
+from typing import Final, Literal
 
 import datasets
 
@@ -42,6 +42,7 @@ GOOD_WORDS: Final = _PERMUTED[:128]
 BAD_WORDS: Final = _PERMUTED[128:256]
 NEUTRAL_WORDS: Final = _PERMUTED[256:]  # in Zipf rank order
 _USER_TURN_TOKENS: Final = 3  # <|user|> ... <|eos|> <|assistant|>
+Part = Literal["train", "heldout"]
 
 
 @functools.cache
@@ -82,7 +83,14 @@ def _check_limits(kind: catalog.DatasetKind, *, size: int, max_length: int, max_
         )
 
 
-def length_profile(name: str, *, size: int, seed: int, max_length: int, max_prompt_length: int) -> list[dict[str, int]]:
+def _stream(name: str, seed: int, part: Part, what: str) -> random.Random:
+    # The training part keeps the names it always had: its examples (and runs' dataset fingerprints) do not move.
+    return random.Random(f"builtin:{name}/{seed}/{what}" if part == "train" else f"builtin:{name}/{seed}/{part}/{what}")
+
+
+def length_profile(
+    name: str, *, size: int, seed: int, max_length: int, max_prompt_length: int, part: Part = "train"
+) -> list[dict[str, int]]:
     """Planned token counts of every example, per column, as the builtin tokenizer counts the column's text.
 
     sft-messages examples report `messages` (the rendered conversation) and `prompt` (the rendered user turn
@@ -90,7 +98,7 @@ def length_profile(name: str, *, size: int, seed: int, max_length: int, max_prom
     """
     kind = _kind(name)
     _check_limits(kind, size=size, max_length=max_length, max_prompt_length=max_prompt_length)
-    rng = random.Random(f"builtin:{name}/{seed}/lengths")
+    rng = _stream(name, seed, part, "lengths")
     completion_budget = max_length - max_prompt_length - 1
     plans: list[dict[str, int]] = []
     for _ in range(size):
@@ -111,16 +119,22 @@ def length_profile(name: str, *, size: int, seed: int, max_length: int, max_prom
     return plans
 
 
-def build_dataset(name: str, *, size: int, seed: int, max_length: int, max_prompt_length: int) -> datasets.Dataset:
-    """Builtin dataset `name`: the same arguments give the same rows; another seed gives other rows.
+def build_dataset(
+    name: str, *, size: int, seed: int, max_length: int, max_prompt_length: int, part: Part = "train"
+) -> datasets.Dataset:
+    """Builtin dataset `name`: the same arguments give the same rows; another seed gives other rows, and the
+    `heldout` part rows drawn apart from the training part's (same distribution, other draws): the held-out
+    evaluation's examples.
 
     Columns: preference -> prompt, chosen, rejected (TRL's standard format: completions start with a space so
     that prompt + completion splits into the same words); sft -> text; sft-messages -> messages (a user
     turn, then an assistant turn); prompts -> prompt.
     """
     kind = _kind(name)
-    plans = length_profile(name, size=size, seed=seed, max_length=max_length, max_prompt_length=max_prompt_length)
-    rng = random.Random(f"builtin:{name}/{seed}/words")
+    plans = length_profile(
+        name, size=size, seed=seed, max_length=max_length, max_prompt_length=max_prompt_length, part=part
+    )
+    rng = _stream(name, seed, part, "words")
 
     def neutral(num_words: int) -> str:
         return " ".join(rng.choices(NEUTRAL_WORDS, cum_weights=_zipf_cum_weights(), k=num_words))

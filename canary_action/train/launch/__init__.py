@@ -15,6 +15,7 @@ from pathlib import Path
 
 from canary_action.config.load import LoadedConfig
 from canary_action.train import precheck
+from canary_action.train.launch import heldout
 from canary_action.train.launch.environment import launch_code_tree
 from canary_action.train.launch.outcome import RunOutcome, new_run_dir
 
@@ -37,16 +38,20 @@ def run_canary(loaded: LoadedConfig, output_dir: Path | None = None) -> RunOutco
         say(f"note: {notice}")
         loaded.notices.append(notice)
     run_id, run_dir, started = new_run_dir(loaded.config, output_dir)
+    # Started before this process's own imports, so that the evaluator's (seconds) lie beside them: held-out
+    # evaluation (launch/heldout.py), with the run as its own trusted config.
+    config = loaded.config
+    evaluator = heldout.start_evaluator(config, [("run", config, run_dir)], run_dir, trusted_tree=tree)
     # The first of the lines that say what a run is loading (train/progress.py has the others): these imports
     # alone take seconds to tens of seconds.
     say("loading torch, transformers and trl")
     if loaded.config.num_processes > 1:
         from canary_action.train.launch.ranks import launch_canary
 
-        return launch_canary(loaded, run_id, run_dir, started)
+        return launch_canary(loaded, run_id, run_dir, started, evaluator)
     from canary_action.train.launch.single import run_single
 
-    return run_single(loaded, run_id, run_dir, started)
+    return run_single(loaded, run_id, run_dir, started, evaluator)
 
 
 __all__ = ["RunOutcome", "run_canary"]

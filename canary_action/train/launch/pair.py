@@ -20,6 +20,7 @@ turns; it imports no torch.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import random
 import select
@@ -37,9 +38,12 @@ from typing import IO, Final
 
 from canary_action.config.load import LoadedConfig, load_config
 from canary_action.errors import CanaryError, ConfigError, RunInterrupted, TrainingError, UsageError
+from canary_action.evaluate.client import Evaluator
 from canary_action.metrics import schema as m
+from canary_action.metrics.heldout import HeldoutEval
 from canary_action.metrics.pair import PairRecord, Round, Side, SideEnd
 from canary_action.metrics.stream import rebuild_killed
+from canary_action.train.launch import heldout
 from canary_action.train.launch.environment import (
     Identity,
     child_environment,
@@ -106,6 +110,8 @@ class _Side:
     view: Path | None = None
     """Where its code runs from when that is not `tree`: a head side of its own user gets its own view of its tree
     (private_tree.py; removed when the pair ends)."""
+    python: Path = Path(sys.executable)
+    """Its interpreter: this one, or its setup environment's."""
 
 
 def run_pair(
@@ -134,6 +140,7 @@ def run_pair(
     rng = random.Random(seed)
     hung: TimeoutError | None = None
     interrupted: KeyboardInterrupt | None = None
+    evaluator: Evaluator | None = None
     try:
         resolved = [s.tree for s in sides]
         shared = set(cpus) if cpus else pair_cpus(sides[1].loaded)
@@ -142,6 +149,7 @@ def run_pair(
             _start(side, pair_id, started, chunk_steps, trees=resolved, setup=setup)
             if side.name == "base" and _head_waits_for_downloads(sides[1]):
                 _await(side, deadline)
+        evaluator = _start_evaluator(sides, pair_dir, shared)
         _take_turns(sides, rounds, rng, deadline, shared)
     except TimeoutError as timeout:
         hung = timeout
@@ -151,12 +159,13 @@ def run_pair(
         for side in reversed(sides):  # each side writes its metrics.json, whatever ended the pair; the head first
             _finish(side, now=hung is not None or interrupted is not None)
             _clean(side)
+    evaluations = _evaluate(evaluator, sides, stopped=hung is not None or interrupted is not None)
     finished = datetime.now(UTC)
     base, head = sides
     record = PairRecord(
         pair_id=pair_id, chunk_steps=chunk_steps, seed=seed, started_at=_iso(started), finished_at=_iso(finished),
         wall_s=(finished - started).total_seconds(), rounds=rounds, base=_end(base), head=_end(head), code=code,
-        head_uid=head.identity.uid,
+        head_uid=head.identity.uid, heldout=evaluations,
     )  # fmt: skip
     (pair_dir / "pair.json").write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if interrupted is not None:
@@ -171,6 +180,35 @@ def run_pair(
     base_error = _side_error(base, pair_dir)
     notes = [f"{base_error.message}: the base side's steps up to then are the baseline"] if base_error else []
     return PairOutcome(pair_dir, record, *paths, error=error, notes=notes)
+
+
+def _start_evaluator(sides: list[_Side], pair_dir: Path, pair_cpus: set[int]) -> Evaluator | None:
+    """The held-out evaluator of both sides, by the base side's config (the default branch's: it decides the
+    examples and the metric), with the base tree for its reward functions; off the pair's CPUs where others are
+    free. Its imports run beside the sides' loading and training, at idle priority (evaluate/process.py)."""
+    base = sides[0]
+    python = str(sys.executable) if importlib.util.find_spec("torch") is not None else str(base.python)
+    evaluator = heldout.start_evaluator(
+        base.loaded.config, [(s.name, s.loaded.config, s.run_dir) for s in sides], pair_dir, trusted_tree=base.tree,
+        python=python,
+    )  # fmt: skip
+    others = set(os.sched_getaffinity(0)) - pair_cpus
+    if evaluator is not None and others:
+        pin_process(evaluator.process.pid, others)
+    return evaluator
+
+
+def _evaluate(evaluator: Evaluator | None, sides: list[_Side], *, stopped: bool) -> dict[Side, HeldoutEval] | None:
+    """Both sides' held-out evaluations, once both have ended (None: the base config turns it off)."""
+    if evaluator is None:
+        return None
+    if stopped:  # a hang or an interrupt: the pair is over without a verdict on learning
+        evaluator.cancel()
+        why = HeldoutEval(status="skipped", reason="stopped", message="the pair was stopped before it ended")
+        return {"base": why, "head": why}
+    runs = [(s.name, s.run_dir, read.status if (read := _read(s)) is not None else None) for s in sides]
+    found = heldout.finish(evaluator, runs, sides[1].loaded.config.name)
+    return {"base": found["base"], "head": found["head"]}
 
 
 def _make_places(sides: list[_Side], pair_dir: Path) -> None:
@@ -245,6 +283,7 @@ def _start(
     python = Path(sys.executable)
     if setup:  # each side installs what its own tree asks for, in an environment of its own
         python, env = prepare_setup(setup, workdir, scratch / "env", env, side.identity)
+    side.python = python
     tuned = env.get(MALLOC_OPT_OUT) != "default" and all(env.get(k) == v for k, v in MALLOC_ALLOCATOR_ENV.items())
     spec = SideSpec(
         run_id=f"{pair_id}-{side.name}",

@@ -25,7 +25,9 @@ import yaml
 
 from canary_action.config.load import LoadedConfig
 from canary_action.errors import CanaryError, ConfigError, RunInterrupted, TrainingError
+from canary_action.evaluate.client import Evaluator
 from canary_action.metrics import schema as m
+from canary_action.metrics.heldout import HeldoutEval
 from canary_action.metrics.io import write_metrics
 from canary_action.metrics.merge import (
     RankRecord,
@@ -40,6 +42,7 @@ from canary_action.metrics.merge import (
 from canary_action.metrics.stream import KILLED, KILLED_MESSAGE, read_rows
 from canary_action.metrics.summarize import steady_rows, summarize
 from canary_action.train import distributed
+from canary_action.train.launch import heldout
 from canary_action.train.launch.environment import safe_path_environment
 from canary_action.train.launch.outcome import RunOutcome
 from canary_action.train.launch.rank_worker import LaunchSpec
@@ -58,7 +61,10 @@ class LaunchTimeoutError(RuntimeError):
     """The launcher outlived timeout_minutes plus the margin: a hang (a collective waiting for a dead peer)."""
 
 
-def launch_canary(loaded: LoadedConfig, run_id: str, run_dir: Path, started: datetime) -> RunOutcome:
+def launch_canary(
+    loaded: LoadedConfig, run_id: str, run_dir: Path, started: datetime, evaluator: Evaluator | None = None
+) -> RunOutcome:
+    """Launch the ranks and merge them; `evaluator` (launch/heldout.py) scores what rank 0 snapshotted."""
     config = loaded.config
     notices, warnings = list(loaded.notices), []
     threads = cpu_threads(config, on_cuda=config.device == "cuda")  # until the launch check knows
@@ -70,6 +76,8 @@ def launch_canary(loaded: LoadedConfig, run_id: str, run_dir: Path, started: dat
             warnings += launch_warnings
             threads = cpu_threads(config, on_cuda=on_cuda)
     except CanaryError as error:
+        if evaluator is not None:
+            evaluator.cancel()
         status = m.Status(
             state="failed", reason="error", stage=current_stage(), exception_type=type(error).__name__,
             message=error.message[:2000],
@@ -103,9 +111,14 @@ def launch_canary(loaded: LoadedConfig, run_id: str, run_dir: Path, started: dat
             exception_type=type(interrupted).__name__,
             message=str(interrupted)[:2000] or "interrupted",
         )
+    evaluation = heldout.not_evaluated(config)
+    if evaluator is not None and interrupted is None:
+        evaluation = heldout.finish(evaluator, [("run", run_dir, status)], config.name)["run"]
+    elif evaluator is not None:
+        evaluator.cancel()
     metrics = _write(
         loaded=loaded, run_id=run_id, run_dir=run_dir, started=started, runs=runs, status=status,
-        notices=notices, warnings=warnings + merge_warnings, threads=threads,
+        notices=notices, warnings=warnings + merge_warnings, threads=threads, heldout=evaluation,
     )  # fmt: skip
     if isinstance(interrupted, KeyboardInterrupt):
         raise RunInterrupted(run_dir, interrupted) from interrupted
@@ -243,6 +256,7 @@ def _write(
     threads: int,
     notices: list[str],
     warnings: list[str],
+    heldout: HeldoutEval | None = None,
 ) -> m.Metrics:
     config = loaded.config
     world = config.num_processes
@@ -276,6 +290,7 @@ def _write(
         warnings=warnings + _rank_warnings(runs),
         distributed_summary=dist_summary,
         torch_threads=threads,
+        heldout=heldout,
     )
     write_metrics(metrics, run_dir / "metrics.json")
     return metrics
