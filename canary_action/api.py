@@ -178,12 +178,14 @@ def compare(
     tier: Tier = "default",
     threshold_file: str | os.PathLike[str] | None = None,
     allow_change: Sequence[str] = (),
+    accept_numerics_change: bool = False,
 ) -> CompareResult:
     """Judge a run against its baselines, exactly as `canary compare` does, and return the result.
 
     `current`: a metrics.json of this release, or a lockstep pair's directory (`canary pair`; then `baselines`
     may be empty). `baselines`: files or folders (every *.json below), newest first, in either format.
-    `tier`, `threshold_file` and `allow_change` are `--threshold-tier`, `--threshold-file` and `--allow-change`.
+    `tier`, `threshold_file`, `allow_change` and `accept_numerics_change` are `--threshold-tier`,
+    `--threshold-file`, `--allow-change` and `--accept-numerics-change`.
     The result's `suspects` are the likely causes, ranked, most likely first; `checks`, `op_changes`,
     `env_changes` and `config_changes` the evidence.
 
@@ -206,6 +208,7 @@ def compare(
         tier=tier,
         threshold_file=Path(threshold_file) if threshold_file is not None else None,
         allowed=_strings(allow_change, "allow_change"),
+        numerics_accepted=accept_numerics_change,
     )
 
 

@@ -24,7 +24,7 @@ import click
 from canary_action import __version__, interrupts
 from canary_action.cli_bisect import bisect_command
 from canary_action.cli_github import gh_report_command
-from canary_action.cli_options import threshold_options
+from canary_action.cli_options import ACCEPT_NUMERICS_HELP, threshold_options
 from canary_action.cli_pair import pair_command
 from canary_action.cli_report import (
     TEMPLATES_HELP,
@@ -204,7 +204,8 @@ def run(config: Path, output_dir: Path | None, overrides: tuple[str, ...]) -> No
     metavar="FIELD",
     help="A workload field that may differ without making checks not-comparable (repeatable), e.g. max_length.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (result_schema_version 3).")
+@click.option("--accept-numerics-change", "accept_numerics", is_flag=True, help=ACCEPT_NUMERICS_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (result_schema_version 4).")
 @click.option(
     "--format",
     "kind",
@@ -221,6 +222,7 @@ def compare_command(  # click passes options as keywords
     tier: Tier,
     threshold_file: Path | None,
     allowed: tuple[str, ...],
+    accept_numerics: bool,
     as_json: bool,
     kind: str | None,
     output: Path | None,
@@ -239,7 +241,10 @@ def compare_command(  # click passes options as keywords
         raise UsageError("--json prints the result, not a report", fix="leave out --format and --templates")
     kind = report_kind(kind, output, templates, default="terminal")
     check_templates(templates)  # before comparing: a template error is known at once
-    result = api.compare(current, list(baselines), tier=tier, threshold_file=threshold_file, allow_change=allowed)
+    result = api.compare(
+        current, list(baselines), tier=tier, threshold_file=threshold_file, allow_change=allowed,
+        accept_numerics_change=accept_numerics,
+    )  # fmt: skip
     if as_json:
         emit(result_json(result), output, f"{result.verdict}: {result.reason}")
     else:

@@ -1,5 +1,6 @@
 """Options several `canary` commands share, defined once: compare, pair and gh-report judge with the same
-thresholds, so they take the same two flags (rlhf-canary 0.1's names)."""
+thresholds, so they take the same two flags (rlhf-canary 0.1's names); compare and pair accept a change of the
+training numerics the same way."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ import click
 from canary_action.config.thresholds import Tier
 
 F = TypeVar("F", bound=Callable[..., object])
+
+#: `--accept-numerics-change` of `canary compare` and `canary pair` (the action's input accept-numerics-change).
+ACCEPT_NUMERICS_HELP = (
+    "Accept a lockstep pair's change of the training numerics: with fail_on_numerics_change set, it passes, said "
+    "in the check (you read the change and mean it)."
+)
 
 
 def threshold_options(command: F) -> F:

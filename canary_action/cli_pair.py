@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from canary_action.cli_options import threshold_options
+from canary_action.cli_options import ACCEPT_NUMERICS_HELP, threshold_options
 from canary_action.cli_report import emit, emit_report, result_json
 from canary_action.config.thresholds import Tier
 from canary_action.destinations import output_folder
@@ -32,6 +32,7 @@ from canary_action.extras import require_training_stack
 @click.option("--baseline", "baselines", multiple=True, type=click.Path(path_type=Path),
               help="Artifact baselines too (repeatable): history for the learning checks.")  # fmt: skip
 @threshold_options
+@click.option("--accept-numerics-change", "accept_numerics", is_flag=True, help=ACCEPT_NUMERICS_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON instead of the report.")
 @click.option(
     "--format", "kind", type=click.Choice(["terminal", "markdown"]),
@@ -52,6 +53,7 @@ def pair_command(  # click passes options as keywords
     baselines: tuple[Path, ...],
     tier: Tier,
     threshold_file: Path | None,
+    accept_numerics: bool,
     as_json: bool,
     kind: str | None,
 ) -> None:
@@ -79,7 +81,7 @@ def pair_command(  # click passes options as keywords
     )  # fmt: skip
     if not outcome.head.exists() or isinstance(outcome.error, ConfigError):
         raise outcome.error or TrainingError("the head side wrote no metrics.json", fix="read the log above")
-    result = judge_pair(outcome, baselines, tier=tier, threshold_file=threshold_file)
+    result = judge_pair(outcome, baselines, tier=tier, threshold_file=threshold_file, numerics_accepted=accept_numerics)
     if as_json:
         emit(result_json(result), None, f"{result.verdict}: {result.reason}")
     else:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from canary_action.metrics.heldout import METRICS, HeldoutEval
 from canary_action.metrics.schema import Distributed, Metrics
+from canary_action.report.escape import one_line
 
 
 def run_summary(metrics: Metrics, path: Path) -> str:
@@ -41,6 +43,7 @@ def run_summary(metrics: Metrics, path: Path) -> str:
     )
     if s is not None and s.final_loss is not None:
         lines.append(f"  loss            final {s.final_loss:.4f}, tail mean {s.tail_mean_loss or 0:.4f}")
+    lines += _heldout(metrics.heldout)
     if metrics.profiler is not None:
         p = metrics.profiler
         lines.append(f"  profiler        steps {p.start_step}-{p.end_step}, trace {p.trace_path}")
@@ -49,6 +52,22 @@ def run_summary(metrics: Metrics, path: Path) -> str:
     lines += [f"  profiler        {notice}" for notice in shortfall]
     lines.append(f"  metrics         {path}")
     return "\n".join(lines)
+
+
+def _heldout(evaluation: HeldoutEval | None) -> list[str]:
+    """The held-out figure at each evaluated step, and what the evaluation cost once training had ended."""
+    if evaluation is None:
+        return []
+    if evaluation.status != "evaluated" or evaluation.metric is None:
+        return [f"  held-out        {evaluation.status}: {one_line(evaluation.message or '', 300)}"]
+    label, unit, better = METRICS[evaluation.metric]
+    path = " → ".join(f"{p.value:.4g}" for p in evaluation.points)
+    steps = ", ".join(str(p.step) for p in evaluation.points)
+    cost = f", {evaluation.wall_s:.1f} s after training" if evaluation.wall_s is not None else ""
+    return [
+        f"  held-out        {label.removeprefix('held-out ')} {path} {unit} at steps {steps} ({better} is better; "
+        f"{evaluation.num_examples} examples{cost})"
+    ]
 
 
 def _ranks_report(dist: Distributed | None) -> list[str]:

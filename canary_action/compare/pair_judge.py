@@ -17,7 +17,12 @@ if TYPE_CHECKING:
 
 
 def judge_pair(
-    outcome: PairOutcome, baselines: Sequence[Path] = (), *, tier: Tier = "default", threshold_file: Path | None = None
+    outcome: PairOutcome,
+    baselines: Sequence[Path] = (),
+    *,
+    tier: Tier = "default",
+    threshold_file: Path | None = None,
+    numerics_accepted: bool = False,
 ) -> CompareResult:
     """Compare the pair's head side with its base side (and `baselines` as history); write result.json and
     report.md (GitHub markdown) in the pair's folder."""
@@ -25,7 +30,7 @@ def judge_pair(
 
     result = run_compare(
         outcome.pair_dir, list(baselines), tier=tier, threshold_file=threshold_file, missing_ok=True,
-        notes=outcome.notes,
+        notes=outcome.notes, numerics_accepted=numerics_accepted,
     )  # fmt: skip
     # First among the notes; it needs the comparison's count of judged rounds.
     result = result.model_copy(update={"notes": [pair_note(outcome.record, result), *result.notes]})

@@ -57,13 +57,14 @@ class Evaluator:
         from canary_action.train.launch.environment import CODE_TREE_ENV, scrubbed
 
         folder.mkdir(parents=True, exist_ok=True)
+        folder = folder.resolve()  # the evaluator works in a folder of its own
         job = EvalJob(
             trusted_config=trusted.model_dump(mode="json"),
             trusted_tree=str(trusted_tree) if trusted_tree else None,
             subjects=[
                 Subject(name=n, config=c.model_dump(mode="json"), run_dir=str(d.resolve())) for n, c, d in subjects
             ],
-            output=str((folder / RESULTS_FILE).resolve()),
+            output=str(folder / RESULTS_FILE),
         )
         (folder / JOB_FILE).write_text(job.model_dump_json(indent=2), encoding="utf-8")
         (folder / RESULTS_FILE).unlink(missing_ok=True)

@@ -243,6 +243,7 @@ class Prepared:
             return HeldoutPoint(step=step, value=_mean(margins), accuracy=share, examples=margins)
         completion_ids = scoring.generate(
             model, self.tokenizer, hset.prompts, max_new_tokens=getattr(self.trusted, "max_new_tokens", 64),
+            temperature=getattr(self.trusted, "temperature", 1.0),
             batch_size=size, device=device,
         )  # fmt: skip
         texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)

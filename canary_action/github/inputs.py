@@ -127,6 +127,13 @@ class ActionInputs(BaseModel):
         "judged as measured. Empty: a measured config that differs from the default branch's is a failed check "
         "naming the change.",
     )
+    accept_numerics_change: str | None = Field(
+        None,
+        pattern=f"^{FULL_SHA.pattern}$",
+        description="report (and run): the full SHA of a pull request commit whose change of the training numerics "
+        "a maintainer accepted, where the default branch's thresholds set fail_on_numerics_change; that commit's "
+        "numerics check then passes, said in it. Empty: such a change fails the check, naming the first step.",
+    )
     good: str | None = Field(
         None,
         pattern=_REVISION,

@@ -116,6 +116,7 @@ def report_mode(step: Step) -> int:
             missing_ok=True,
             trusted_block=(f"the thresholds block of {inputs.config} on the default branch", loaded.config.thresholds),
             trusted_pair=False,
+            numerics_accepted=inputs.accept_numerics_change == target.head_sha,
         )
     except MetricsFileError as e:  # the measurement (untrusted) does not read as one
         _publish_unmeasured(step, target, name, run, e)

@@ -89,6 +89,7 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
         threshold_file=threshold_file,
         notes=[*notes, *fetched.notes],
         missing_ok=True,
+        numerics_accepted=target is not None and inputs.accept_numerics_change == target.head_sha,
     )
     run_url = step.run_url()
     links = Links(
