@@ -16,7 +16,7 @@ from typing import Final
 from canary_action.compare.breakdown import OUTLIER_RATIO, BreakdownDelta, ComponentDelta
 from canary_action.compare.memory import host_peak
 from canary_action.compare.op_names import short_op_name
-from canary_action.compare.result import Change, Check, OpChange, StepSplit, SuspectCategory
+from canary_action.compare.result import Change, Check, Numerics, OpChange, StepSplit, SuspectCategory
 from canary_action.compare.runs import RunData
 from canary_action.metrics.pair import CodeDiff
 
@@ -71,6 +71,8 @@ class Case:
     """A lockstep pair's code diff: what the head tree changed against the base tree."""
     split: StepSplit | None = None
     """A CUDA run's step split into host and GPU time, beside its baseline's."""
+    numerics: Numerics | None = None
+    """A lockstep pair's training math, side against side."""
 
     @property
     def growth_s(self) -> float | None:

@@ -43,7 +43,8 @@ def code_clues(case: Case) -> list[Clue]:
         "such as .item() or .cpu()) shows as step time",
         f"revert {top.path} in a branch and rerun the pair to confirm",
     )
-    return [Clue("code", weight, tuple(evidence), ANY, summary, steps)]
+    # A worse learner is the correctness clue's to explain (correctness_clues.py), with advice about the math.
+    return [Clue("code", weight, tuple(evidence), ANY - {"learning"}, summary, steps)]
 
 
 def _counted(change: CodeChange) -> str:

@@ -25,10 +25,11 @@ from canary_action.compare.clues import (
     token_clues,
 )
 from canary_action.compare.code_clues import code_clues
+from canary_action.compare.correctness_clues import correctness_clues
 from canary_action.compare.effects import config_clues, distributed_clues, env_clues
 from canary_action.compare.gpu import gpu_clues
 from canary_action.compare.rank_clues import communication_clues
-from canary_action.compare.result import Change, Check, OpChange, StepSplit, Suspect, SuspectCategory
+from canary_action.compare.result import Change, Check, Numerics, OpChange, StepSplit, Suspect, SuspectCategory
 from canary_action.compare.runs import RunData
 from canary_action.config.blocks import ProfilerConfig
 from canary_action.metrics.pair import CodeDiff
@@ -50,7 +51,7 @@ DEPENDENCY_STEP: Final = "check dependency changes (torch, CUDA, cuDNN) that swa
 
 RULES: Final[tuple[Callable[[Case], list[Clue]], ...]] = (
     timing_clues, token_clues, op_clues, env_clues, config_clues, memory_clues, numerics_clues,
-    communication_clues, distributed_clues, code_clues, gpu_clues,
+    communication_clues, distributed_clues, code_clues, gpu_clues, correctness_clues,
 )  # fmt: skip
 
 # Per category: the summary when no clue names the cause concretely, and next steps after the clues' own.
@@ -107,6 +108,7 @@ def rank_suspects(  # noqa: PLR0917 - the verdict passes the runs, the checks an
     *,
     code: CodeDiff | None = None,
     split: StepSplit | None = None,
+    numerics: Numerics | None = None,
 ) -> list[Suspect]:
     """The likeliest causes of the failing/warning checks, most confident first (at most MAX_SUSPECTS).
 
@@ -116,7 +118,9 @@ def rank_suspects(  # noqa: PLR0917 - the verdict passes the runs, the checks an
     flagged = [c for c in checks if c.status in STATUS_WEIGHT]
     if not flagged:
         return []
-    case = Case(current, baselines, flagged, _breakdown_delta(current, baselines), env, config, ops, code, split)
+    case = Case(
+        current, baselines, flagged, _breakdown_delta(current, baselines), env, config, ops, code, split, numerics
+    )
     clues = [clue for rule in RULES for clue in rule(case)]
     unwanted = set() if env or not baselines else {DEPENDENCY_STEP}
     found = [_suspect(cat, [c for c in clues if c.category == cat], flagged, unwanted) for cat in CATEGORY_ORDER]

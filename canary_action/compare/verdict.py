@@ -122,7 +122,17 @@ def compare(
         current=current.ref(),
         baselines=[b.ref() for b in baselines],
         checks=checks,
-        suspects=rank_suspects(current, perf.usable or baselines, checks, env, config, ops, code=code, split=host_gpu),
+        suspects=rank_suspects(
+            current,
+            perf.usable or baselines,
+            checks,
+            env,
+            config,
+            ops,
+            code=code,
+            split=host_gpu,
+            numerics=numerics_found,
+        ),  # fmt: skip
         comparability=Comparability(
             comparable=bool(perf.usable) or not baselines,
             differences=perf.differences,
