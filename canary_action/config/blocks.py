@@ -67,7 +67,8 @@ class HeldoutConfig(StrictModel):
         description="next_token: loss and accuracy of the next token, with the canary's own tokenization (lower "
         "loss is better); preference: how much more the model prefers each chosen answer over the rejected one than "
         "the starting model did (margin of the log-probability ratios, and accuracy; higher is better); reward: mean "
-        "reward of greedy completions of held-out prompts by the config's reward (higher is better). auto: sft -> "
+        "reward, by the config's reward, of completions of held-out prompts sampled from a fixed seed (higher is "
+        "better). auto: sft -> "
         "next_token, dpo -> preference, grpo/rloo/ppo -> reward, custom -> by the held-out data's columns.",
     )
     num_examples: Count = Field(

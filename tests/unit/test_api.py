@@ -45,7 +45,7 @@ def test_the_api_is_frozen() -> None:
     assert functions == {
         "compare": "(current: 'str | os.PathLike[str]', baselines: 'str | os.PathLike[str] | Sequence[str | "
         "os.PathLike[str]]', *, tier: 'Tier' = 'default', threshold_file: 'str | os.PathLike[str] | None' = None, "
-        "allow_change: 'Sequence[str]' = ()) -> 'CompareResult'",
+        "allow_change: 'Sequence[str]' = (), accept_numerics_change: 'bool' = False) -> 'CompareResult'",
         "diff_profiles": "(before: 'str | os.PathLike[str] | Metrics | Run', after: 'str | os.PathLike[str] | "
         "Metrics | Run', *, top: 'int' = 10) -> 'list[OpChange]'",
         "load_config": "(source: 'str | os.PathLike[str] | Mapping[str, Any]', *, overrides: 'Sequence[str]' = ()) "

@@ -56,7 +56,7 @@ def refusal(paths: list[Path], current: RunData | None = None) -> str:
     ("name", "said"),
     [
         ("corrupt.json", "is not valid JSON"),
-        ("wrong_version.json", "has schema_version 99; this canary reads versions 1, 2 and 3"),
+        ("wrong_version.json", "has schema_version 99; this canary reads versions 1, 2, 3 and 4"),
         ("not_object.json", "expected a JSON object at the top level"),
         ("other_config.json", "is from config 'dpo-smoke', the current run is 'sft-smoke'"),
         ("legacy_bad.json", "perf.step_time: Field required"),

@@ -236,7 +236,7 @@ def test_the_result_round_trips_and_pins_its_version() -> None:
     result = compare(run(1, step_time_s=0.13), history(3), TIERS["default"])
     again = CompareResult.model_validate_json(result.model_dump_json())
     assert again == result
-    assert result.result_schema_version == RESULT_SCHEMA_VERSION == 3
+    assert result.result_schema_version == RESULT_SCHEMA_VERSION == 4
     assert list(CompareResult.model_fields) == [
         "result_schema_version", "verdict", "reason", "tier", "thresholds", "threshold_sources", "current",
         "baselines", "checks", "suspects", "comparability", "noise", "warmup", "pairing", "step_split", "env_changes",

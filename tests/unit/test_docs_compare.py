@@ -10,6 +10,7 @@ from canary_action.compare.result import CompareResult
 from canary_action.compare.verdict import compare
 from canary_action.config.thresholds import TIERS, Thresholds
 from tests.unit.test_compare import history, run
+from tests.unit.test_correctness_compare import evaluation, pair
 from tests.unit.test_distributed_compare import dist_history, dist_run
 from tests.unit.test_host_memory import cpu_run
 
@@ -52,4 +53,5 @@ def test_the_checks_table_names_every_check_the_comparison_makes(tmp_path: Path)
     multi = compare(dist_run(1), dist_history(2), TIERS["default"])  # + the checks of multi-process runs
     cpu = compare(cpu_run(1), [cpu_run(2), cpu_run(3)], TIERS["default"])  # + the checks of CPU runs
     timed = run_compare(*gpu_timed_runs(tmp_path))  # + the checks of CUDA runs that timed the GPU
-    assert {c.name for r in (made, multi, cpu, timed) for c in r.checks} == documented
+    paired = run_compare(pair(tmp_path / "pair", evaluation()), [])  # + the checks of lockstep pairs
+    assert {c.name for r in (made, multi, cpu, timed, paired) for c in r.checks} == documented

@@ -41,7 +41,7 @@ def test_round_trip(tmp_path: Path) -> None:
     write_metrics(metrics, path)
     assert read_metrics(path) == metrics
     text = path.read_text(encoding="utf-8")
-    assert text.startswith('{\n  "schema_version": 3,')  # indent 2, version first
+    assert text.startswith('{\n  "schema_version": 4,')  # indent 2, version first
     assert text.endswith("}\n")
     assert [p.name for p in path.parent.iterdir()] == ["metrics.json"]  # no temp file left behind
     assert stat.S_IMODE(path.stat().st_mode) == 0o644  # readable by the artifact upload's user
@@ -113,14 +113,14 @@ def test_non_finite_numbers_are_refused(tmp_path: Path, literal: str) -> None:
 def test_a_newer_schema_version(tmp_path: Path) -> None:
     path = write_json(tmp_path / "metrics.json", {**make_metrics().model_dump(mode="json"), "schema_version": 99})
     message = read_error(path)
-    assert "has schema_version 99; this canary reads versions 1, 2 and 3" in message
+    assert "has schema_version 99; this canary reads versions 1, 2, 3 and 4" in message
     assert "upgrade rlhf-canary" in message
 
 
 @pytest.mark.parametrize("version", ["1", 1.0, True, 0, None])
 def test_schema_version_must_be_an_integer_this_reader_knows(tmp_path: Path, version: Any) -> None:
     path = write_json(tmp_path / "metrics.json", {**make_metrics().model_dump(mode="json"), "schema_version": version})
-    assert f"has schema_version {json.dumps(version)}; this canary reads versions 1, 2 and 3" in read_error(path)
+    assert f"has schema_version {json.dumps(version)}; this canary reads versions 1, 2, 3 and 4" in read_error(path)
 
 
 def test_version_1_files_still_read(tmp_path: Path) -> None:
@@ -272,7 +272,7 @@ def test_deep_nesting_is_refused(tmp_path: Path) -> None:
 def test_json_schema() -> None:
     schema = metrics_json_schema()
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
-    assert schema["$id"] == "urn:rlhf-canary:metrics:v3"
+    assert schema["$id"] == "urn:rlhf-canary:metrics:v4"
     assert schema["title"].startswith("rlhf-canary metrics.json")
     assert set(schema["properties"]) == set(Metrics.model_fields)
     assert schema["required"][0] == "schema_version"
