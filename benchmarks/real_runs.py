@@ -77,7 +77,10 @@ def canary_run(config: Path, out: Path, steps: int | None, sleep_s: float, *over
     return new / "metrics.json"
 
 
-def collect(config: Path, out: Path, *, rounds: int, steps: int, seed: int, loads: Sequence[int]) -> None:
+def collect(
+    config: Path, out: Path, *, rounds: int, steps: int, seed: int, loads: Sequence[int], labels: Sequence[str] = ()
+) -> None:
+    """Every round runs each of `labels` (default: every label) once, in a random order."""
     rng = random.Random(seed)
     out.mkdir(parents=True, exist_ok=True)
     calibration = canary_run(config, out / "calibration", steps, 0.0)
@@ -86,7 +89,7 @@ def collect(config: Path, out: Path, *, rounds: int, steps: int, seed: int, load
     print(f"calibration: median step {quiet:.4f} s", file=sys.stderr, flush=True)
     with (out / MANIFEST).open("a", encoding="utf-8") as manifest:
         for r in range(rounds):
-            order = list(LABELS)
+            order = list(labels or LABELS)
             rng.shuffle(order)
             load = loads[r % len(loads)]
             with busy_loops(load):
@@ -129,6 +132,10 @@ class Cell:
     alarms: int = 0
     step_time_fails: int = 0
     neutral: int = 0
+    heldout_judged: int = 0
+    """Comparisons in which heldout_eval was judged (passed or failed): runs and baselines that evaluated the same
+    held-out examples."""
+    heldout_fails: int = 0
     warned: Counter[str] = field(default_factory=Counter)
     """Checks that warned, by name (an A/A warning is a milder false alarm: it is read)."""
 
@@ -168,6 +175,9 @@ def _cell(
             cell.neutral += result.verdict == "neutral"
             cell.step_time_fails += any(ch.name == "step_time" and ch.status == "fail" for ch in result.checks)
             cell.warned.update(ch.name for ch in result.checks if ch.status == "warn")
+            held = next((ch for ch in result.checks if ch.name == "heldout_eval"), None)
+            cell.heldout_judged += held is not None and held.status in ("pass", "fail")
+            cell.heldout_fails += held is not None and held.status == "fail"
     return cell
 
 
@@ -195,20 +205,22 @@ def render(cells: Sequence[Cell], runs: Sequence[Collected], args: argparse.Name
     loads = sorted({c.row["busy_loops"] for c in runs})
     labels = [lab for lab in LABELS if LABELS[lab] > 0 and any(c.row["label"] == lab for c in runs)]
     counts = {lab: sum(c.row["label"] == lab for c in runs) for lab in labels}
-    head = ["tier", "baselines", "A/A false alarms (neutral)", "A/A warnings"] + [
-        f"planted +{LABELS[lab]:.0%} (measured {effects.get(lab, float('nan')):+.0%})" for lab in labels
-    ]
+    heldout = any(c.heldout_judged for c in cells)
+    head = ["tier", "baselines", "A/A false alarms (neutral)", "A/A warnings"]
+    head += ["A/A heldout_eval failed (judged)"] if heldout else []
+    head += [f"planted +{LABELS[lab]:.0%} (measured {effects.get(lab, float('nan')):+.0%})" for lab in labels]
     lines = [
         f"Recorded {args.date} on {args.machine}: {len(plain)} plain runs and "
         + ", ".join(f"{counts[lab]} at +{LABELS[lab]:.0%}" for lab in labels)
-        + f" of `configs/tiny/dpo.yaml` ({runs[0].run.num_steps} steps, cpu_threads "
+        + f" of `{runs[0].run.config_name}` ({runs[0].run.num_steps} steps, cpu_threads "
         f"{runs[0].run.env.torch_threads}), collected interleaved in rounds with {loads} busy loops beside them; "
         f"plain run medians {min(medians):.3f}-{max(medians):.3f} s. Each cell: every current run against "
         f"{args.sets} random baseline sets (seed {args.seed}); a false alarm or a detection is a `regression` "
         "verdict of the real `compare`.",
         "",
         "```",
-        f"python benchmarks/detection.py replay {args.runs_dir} --sets {args.sets} --seed {args.seed} --write-docs",
+        f"python benchmarks/detection.py replay {args.runs_dir} --sets {args.sets} --seed {args.seed} --write-docs"
+        + (f" --section {args.section}" if args.section != "real-runs" else ""),
         "```",
         "",
         "| " + " | ".join(head) + " |",
@@ -221,6 +233,8 @@ def render(cells: Sequence[Cell], runs: Sequence[Collected], args: argparse.Name
             parts = [tier, str(n), f"{100 * aa.rate:.1f} % of {aa.trials} ({100 * aa.neutral / aa.trials:.0f} %)"]
             warned = ", ".join(f"{name} {100 * k / aa.trials:.1f} %" for name, k in aa.warned.most_common(3))
             parts.append(warned or "none")
+            if heldout:
+                parts.append(f"{100 * aa.heldout_fails / max(aa.heldout_judged, 1):.1f} % ({aa.heldout_judged})")
             parts += [f"{100 * row[lab].rate:.0f} %" for lab in labels if lab in row]
             lines.append("| " + " | ".join(parts) + " |")
     worst = max((c for c in cells if c.label == "A/A"), key=lambda c: c.rate)
@@ -229,6 +243,11 @@ def render(cells: Sequence[Cell], runs: Sequence[Collected], args: argparse.Name
         f"Target A/A <= 1 % in every cell: {'met' if worst.rate <= 0.01 else 'NOT met'} "
         f"(highest: {worst.tier}, {worst.n} baselines, {100 * worst.rate:.2f} %).",
     ]
+    if heldout:
+        aa_cells = [c for c in cells if c.label == "A/A"]
+        fails, judged = sum(c.heldout_fails for c in aa_cells), sum(c.heldout_judged for c in aa_cells)
+        rate = 100 * fails / max(judged, 1)
+        lines.append(f"heldout_eval on A/A comparisons: failed in {fails} of {judged} judged ({rate:.2f} %).")
     return "\n".join(lines)
 
 
@@ -240,7 +259,10 @@ def write_docs(section: str, path: Path, begin: str = DOCS_BEGIN, end: str = DOC
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
-    collect(args.config, args.output, rounds=args.rounds, steps=args.steps, seed=args.seed, loads=args.loads)
+    collect(
+        args.config, args.output, rounds=args.rounds, steps=args.steps, seed=args.seed, loads=args.loads,
+        labels=args.labels,
+    )  # fmt: skip
 
 
 @contextmanager
@@ -277,7 +299,7 @@ def cmd_replay(args: argparse.Namespace) -> None:
     if args.write_docs:
         if args.prior_ratio is not None:
             raise SystemExit("--write-docs records the shipped constants only; drop --prior-ratio")
-        write_docs(section, args.docs)
+        write_docs(section, args.docs, f"<!-- {args.section}:begin -->", f"<!-- {args.section}:end -->")
 
 
 def add_commands(sub: Any, today: str, machine: str) -> None:
@@ -287,6 +309,7 @@ def add_commands(sub: Any, today: str, machine: str) -> None:
     p.add_argument("--loads", type=int, nargs="+", default=[0, 1, 2], help="busy loops beside round r: loads[r % k]")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--config", type=Path, default=Path("configs/tiny/dpo.yaml"))
+    p.add_argument("--labels", nargs="+", choices=list(LABELS), default=[], help="default: every label")
     p.add_argument("-o", "--output", type=Path, required=True)
     p.set_defaults(func=cmd_collect)
 
@@ -297,6 +320,7 @@ def add_commands(sub: Any, today: str, machine: str) -> None:
     p.add_argument("--prior-ratio", type=float, default=None, help="exploration: the gate's CPU prior ratio")
     p.add_argument("--write-docs", action="store_true", help="replace the real-runs section in docs/benchmarks.md")
     p.add_argument("--docs", type=Path, default=REPO / "docs" / "benchmarks.md")
+    p.add_argument("--section", default="real-runs", help="the docs section's markers: <!-- NAME:begin/end -->")
     p.add_argument("--date", default=today)
     p.add_argument("--machine", default=machine)
     p.set_defaults(func=cmd_replay)

@@ -84,7 +84,7 @@ def folders_inside(folder: Path, parts: Sequence[str]) -> list[str]:
         for name in parts:
             try:
                 opened.append(os.open(_one_name(name), flags, dir_fd=opened[-1]))
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):  # absent, a file, or a link (never followed)
                 return []
         with os.scandir(opened[-1]) as entries:
             return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))

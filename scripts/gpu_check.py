@@ -175,6 +175,15 @@ def run_pair(report: Report, label: str, base: Path, head: Path, out: Path) -> d
             parts.append(f"{name} {check['status']} {check['delta_pct']:+.1f} % {bounds}")
         else:
             parts.append(f"{name} {check['status']}")
+    # Correctness (issue 32): how far an A/A pair's sides part on this device (the tolerance CUDA lacks), and the
+    # held-out evaluation, its figure and its cost.
+    numerics, heldout = result.get("numerics"), result.get("heldout")
+    if numerics:
+        figures["numerics"] = {k: numerics[k] for k in ("state", "judged", "largest_difference", "first_step")}
+        parts.append(f"numerics {numerics['state']} (largest relative difference {numerics['largest_difference']})")
+    if heldout:
+        figures["heldout"] = {k: heldout[k] for k in ("metric", "start", "reference", "current", "effect", "learning")}
+        parts.append(f"heldout {checks['heldout_eval']['status']} ({heldout['label']} {heldout['current']:.4g})")
     report.add(f"pair {label}", "ok", "; ".join(parts), **figures)
     pair_dir = max((p for p in out.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
     return {"figures": figures, "dir": pair_dir}

@@ -31,6 +31,12 @@ from canary_action.metrics.schema import EnvFingerprint, GPUInfo, Metrics, Stabi
 from canary_action.metrics.summarize import find_divergence, find_grad_norm_spikes, summarize
 
 TOKENS_PER_STEP = 8 * 512  # 8 sequences of up to 512 tokens
+#: The held-out evaluation starts a process of its own (seconds of imports) beside every run and pair. Tests that
+#: judge something else turn it off, on the command line or in a config's text; the tests of the evaluation, and
+#: the end-to-end ones, keep it.
+NO_HELDOUT = ("--set", "heldout.enabled=false")
+NO_HELDOUT_YAML = "heldout:\n  enabled: false\n"
+NO_HELDOUT_BLOCK: dict[str, Any] = {"heldout": {"enabled": False}}
 
 
 def make_series(

@@ -132,7 +132,7 @@ def compare(
             code=code,
             split=host_gpu,
             numerics=numerics_found,
-        ),  # fmt: skip
+        ),
         comparability=Comparability(
             comparable=bool(perf.usable) or not baselines,
             differences=perf.differences,

@@ -7,7 +7,8 @@
 The evaluator is this interpreter in isolated mode (`-I`: no PYTHONPATH, no user site, no working directory on
 the import path), in an empty working directory, with no token in its environment and no code tree but the
 trusted one (whose reward functions the trusted config may name). Its job, results and log are files in
-`folder`, a folder of the caller's own.
+`folder`, a folder of the caller's own, removed once read unless an evaluation failed (then its log stays, and
+the evaluation names it).
 """
 
 from __future__ import annotations
@@ -95,21 +96,24 @@ class Evaluator:
             results = EvalResults.model_validate_json((self.folder / RESULTS_FILE).read_text(encoding="utf-8"))
         except (OSError, ValidationError) as error:
             return self._failed(f"the evaluator wrote no readable results ({str(error)[:200]})")
+        if all(e.status != "failed" for e in results.evaluations.values()):  # its log is kept where it helps
+            for name in (JOB_FILE, RESULTS_FILE, LOG_FILE):
+                (self.folder / name).unlink(missing_ok=True)
         return {
             name: results.evaluations.get(name) or HeldoutEval(status="failed", message="the evaluator said nothing")
             for name in self.names
         }
 
     def cancel(self) -> None:
-        """End it without evaluating (the training failed, or was interrupted)."""
-        with contextlib.suppress(BrokenPipeError, OSError):
+        """End it without evaluating (the training failed, or was interrupted), and what it left. It computes
+        nothing before it is told to go, so it is ended at once, not asked."""
+        self.process.kill()
+        self.process.wait()
+        with contextlib.suppress(OSError):
             assert self.process.stdin is not None
             self.process.stdin.close()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        for name in (JOB_FILE, RESULTS_FILE, LOG_FILE):
+            (self.folder / name).unlink(missing_ok=True)
 
     def _failed(self, why: str) -> dict[str, HeldoutEval]:
         log = self.folder / LOG_FILE

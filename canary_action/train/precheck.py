@@ -60,6 +60,8 @@ def loaded_names(config: CommonConfig) -> list[hub.HubName]:
     if isinstance(config, PPOConfig):  # loaded at the model's revision, as setup.load_model does
         models = {"reward_model": config.reward_model, "value_model": config.value_model}
         names += [hub.HubName(name, "model", revision, key) for key, name in models.items() if name is not None]
+    if config.heldout.enabled and config.heldout.dataset_name is not None:  # the evaluator's own set (train/data.py)
+        names.append(hub.HubName(config.heldout.dataset_name, "dataset", None, "heldout.dataset_name"))
     return names
 
 

@@ -62,6 +62,7 @@ def history(workspace: Path) -> tuple[str, str, str]:
     """A repository with the good commit, a harmless one and the one that plants a 0.3 s wait per step: their SHAs."""
     config = yaml.safe_load((ROOT / "configs" / "tiny" / "sft.yaml").read_text(encoding="utf-8"))
     config["max_steps"] = 24
+    config["heldout"] = {"enabled": False}  # the bisect follows step time
     git(workspace, "init", "-q", "-b", "master")
     (workspace / "canary.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
     git(workspace, "add", "canary.yaml")

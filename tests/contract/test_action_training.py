@@ -15,6 +15,7 @@ import yaml
 
 from tests.contract.fake_github import FakeGitHub, make_zip
 from tests.contract.test_action_e2e import HOOKS, PR_HEAD, ROOT, Runner
+from tests.factories import NO_HELDOUT_BLOCK
 from tests.unit.test_action_parts import parse_outputs
 
 pytestmark = pytest.mark.training
@@ -150,7 +151,7 @@ def test_a_pull_request_that_adds_the_canary_is_judged_against_artifacts_and_say
     runner = Runner(fake_github, tmp_path)
     payload, _ = slowed_pull_request(runner, tmp_path, base_has_config=False)
     config = yaml.safe_load((runner.workspace / "canary.yaml").read_text())
-    (runner.workspace / "canary.yaml").write_text(yaml.safe_dump({**config, "max_steps": 4}))
+    (runner.workspace / "canary.yaml").write_text(yaml.safe_dump({**config, "max_steps": 4, **NO_HELDOUT_BLOCK}))
 
     code, log, outputs = run_entrypoint_with(runner, payload)
 
@@ -186,7 +187,9 @@ def test_a_trainer_factory_in_the_checked_out_repository_runs_through_the_entryp
     runner = Runner(fake_github, tmp_path)
     custom = yaml.safe_load((ROOT / "configs" / "tiny" / "custom.yaml").read_text())
     (runner.workspace / "canary.yaml").write_text(
-        yaml.safe_dump({**custom, "trainer_factory": "team_pipeline.factory:build_trainer", "max_steps": 6})
+        yaml.safe_dump(
+            {**custom, "trainer_factory": "team_pipeline.factory:build_trainer", "max_steps": 6, **NO_HELDOUT_BLOCK}
+        )
     )
     (runner.workspace / "team_pipeline").mkdir()
     (runner.workspace / "team_pipeline" / "__init__.py").write_text("")
@@ -250,6 +253,27 @@ def hunt(who):
     Path("hunt-" + who + ".txt").write_text(repr(sorted(set(found))))
 """
 
+#: A reward that hunts where it runs: in training, and in the held-out evaluator (whose working folder is its own).
+HOSTILE_REWARD = """
+import os
+import sys
+from pathlib import Path
+
+import hunt
+
+HERE = Path(__file__).resolve().parent
+
+
+def reward(completions, **_):
+    where = os.getcwd()
+    os.chdir(HERE)
+    try:
+        hunt.hunt("reward-" + ("evaluator" if "canary_action/evaluate" in sys.argv[0] else "training"))
+    finally:
+        os.chdir(where)
+    return [0.0 for _ in completions]
+"""
+
 SHADOW = "import pathlib; pathlib.Path('shadow-ran.txt').write_text(__name__); raise ImportError('shadowed')\n"
 
 
@@ -299,7 +323,7 @@ def test_a_setup_command_and_a_shadowing_venv_module_find_no_token_either(
     request's code, hunts in a scrubbed environment."""
     runner = Runner(fake_github, tmp_path)
     sft = yaml.safe_load((ROOT / "configs" / "tiny" / "sft.yaml").read_text())
-    secrets = _hunting_workspace(runner, {**sft, "max_steps": 4})
+    secrets = _hunting_workspace(runner, {**sft, "max_steps": 4, **NO_HELDOUT_BLOCK})
     (runner.workspace / "venv.py").write_text(SHADOW)
     (runner.workspace / "sysconfig.py").write_text(SHADOW)
     setup = {"INPUT_SETUP": 'python -c \'exec(open("hunt.py").read()); hunt("setup")\''}
@@ -316,15 +340,14 @@ def test_a_reward_function_finds_no_token_either(fake_github: FakeGitHub, tmp_pa
     grpo = yaml.safe_load((ROOT / "configs" / "tiny" / "grpo.yaml").read_text())
     config = {**grpo, "reward_funcs": ["hostile_reward:reward", "builtin:length"], "max_steps": 2}
     secrets = _hunting_workspace(runner, config)
-    (runner.workspace / "hostile_reward.py").write_text(
-        "import hunt\n\n\ndef reward(completions, **_):\n    hunt.hunt('reward')\n"
-        "    return [0.0 for _ in completions]\n"
-    )
+    (runner.workspace / "hostile_reward.py").write_text(HOSTILE_REWARD)
 
     code, log, _ = run_entrypoint(runner, "push", "push.json", "refs/heads/master", secrets)
 
     assert code == 0, log[-4000:]
-    assert (runner.workspace / "hunt-reward.txt").read_text() == "[]"
+    assert (runner.workspace / "hunt-reward-training.txt").read_text() == "[]"
+    # The held-out evaluator scored completions with the same reward, in a process of its own: it holds none either.
+    assert (runner.workspace / "hunt-reward-evaluator.txt").read_text() == "[]"
     assert not (runner.workspace / "shadow-ran.txt").exists()
 
 
@@ -358,7 +381,7 @@ def test_a_training_process_killed_mid_run_leaves_its_steps_and_a_completed_chec
     runner = Runner(fake_github, tmp_path)
     custom = yaml.safe_load((ROOT / "configs" / "tiny" / "custom.yaml").read_text())
     (runner.workspace / "canary.yaml").write_text(
-        yaml.safe_dump({**custom, "trainer_factory": "killer:build_trainer", "max_steps": 8})
+        yaml.safe_dump({**custom, "trainer_factory": "killer:build_trainer", "max_steps": 8, **NO_HELDOUT_BLOCK})
     )
     (runner.workspace / "killer.py").write_text(KILLER)
     fake_github.add_pull(number=2, head_sha=PR_HEAD)

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from canary_action.bisect.result import BisectResult
+from tests.factories import NO_HELDOUT_YAML
 
 REPO = Path(__file__).parents[2]
-SFT = (REPO / "configs" / "tiny" / "sft.yaml").read_text(encoding="utf-8")
+SFT = (REPO / "configs" / "tiny" / "sft.yaml").read_text(encoding="utf-8") + NO_HELDOUT_YAML  # step time is followed
 #: A planted wait that no load can hide: 0.3 s a step, where the tiny model's step is about 0.1 s here.
 PLANTED = "fault_injection:\n  sleep_s_per_step: 0.3\n"
 GIT_ENV = {

@@ -15,6 +15,7 @@ import pytest
 from canary_action.cli import cli
 from canary_action.metrics.io import read_metrics
 from canary_action.train.precheck import has_value_model_ppo
+from tests.factories import NO_HELDOUT
 
 ROOT = Path(__file__).parents[2]
 BAD = ROOT / "tests" / "fixtures" / "configs" / "bad"
@@ -22,8 +23,10 @@ LEGACY = ROOT / "tests" / "fixtures" / "configs" / "legacy"
 LEGACY_BASELINE = ROOT / "tests" / "fixtures" / "baselines" / "legacy_0_1.json"  # an rlhf-canary 0.1 metrics.json
 
 
-def canary(*args: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-c", "from canary_action.cli import main; main()", *map(str, args)]
+def canary(*args: str | Path, cwd: Path = ROOT, heldout: bool = False) -> subprocess.CompletedProcess[str]:
+    """The `canary` command; `run` and `pair` without the held-out evaluation unless `heldout`."""
+    quiet = NO_HELDOUT if args and args[0] in ("run", "pair") and not heldout else ()
+    command = [sys.executable, "-c", "from canary_action.cli import main; main()", *map(str, args), *quiet]
     return subprocess.run(command, capture_output=True, text=True, cwd=cwd, timeout=600, check=False)
 
 
@@ -103,7 +106,7 @@ def test_legacy_flat_config_runs_unchanged(name: str, tmp_path: Path) -> None:
 
 
 def test_run_prints_the_summary_users_know(tmp_path: Path) -> None:
-    result = canary("run", ROOT / "configs" / "tiny" / "sft.yaml", "-o", tmp_path, "--set", "max_steps=6")
+    result = canary("run", ROOT / "configs" / "tiny" / "sft.yaml", "-o", tmp_path, "--set", "max_steps=6", heldout=True)
     assert result.returncode == 0, result.stderr
     for phrase in ("completed", "duration", "step time", "tokens/s", "non-finite", "metrics.json"):
         assert phrase in result.stdout
@@ -116,6 +119,7 @@ def test_run_prints_the_summary_users_know(tmp_path: Path) -> None:
         "[tiny-sft]   loading the model builtin:tiny-llama",
         "[tiny-sft]   loading the data builtin:sft-messages (256 examples)",
         "[tiny-sft] training 6 steps",
+        "[tiny-sft] evaluating the trained model on held-out examples",
     ]
     assert re.search(r"step 1/6 \|.*\| ETA (<1|\d+) s$", result.stderr, re.M)
     [run_dir] = tmp_path.iterdir()
@@ -125,6 +129,13 @@ def test_run_prints_the_summary_users_know(tmp_path: Path) -> None:
     assert summary is not None
     assert summary.host_peak_rss_mib is not None
     assert f"host RSS peak   {summary.host_peak_rss_mib:,.0f} MiB (high-water mark" in result.stdout
+    # Issue 32: the held-out figure at each evaluated step, from a fresh process; nothing of it left behind.
+    heldout = read_metrics(run_dir / "metrics.json").heldout
+    assert heldout is not None
+    assert (heldout.status, heldout.metric, heldout.evaluated_in) == ("evaluated", "next_token", "fresh_process")
+    assert [p.step for p in heldout.points] == [0, 3, 6]
+    held_out = r"^  held-out        loss [\d.]+ → [\d.]+ → [\d.]+ nats/token at steps 0, 3, 6"
+    assert re.search(held_out, result.stdout, re.M)
 
 
 def test_env_shows_the_threads_a_run_records(tmp_path: Path) -> None:

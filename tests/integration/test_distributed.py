@@ -16,6 +16,7 @@ import pytest
 
 from canary_action.metrics import schema as m
 from canary_action.metrics.io import read_metrics
+from tests.factories import NO_HELDOUT
 
 pytestmark = pytest.mark.training
 
@@ -25,10 +26,11 @@ STEPS = 20
 
 
 def canary_run(
-    directory: Path, *overrides: str, steps: int = STEPS
+    directory: Path, *overrides: str, steps: int = STEPS, heldout: bool = False
 ) -> tuple[subprocess.CompletedProcess[str], m.Metrics]:
     # device=cpu: the gloo path, also where a GPU is visible (ddp.yaml would take two GPUs there).
-    sets = [arg for override in (f"max_steps={steps}", "device=cpu", *overrides) for arg in ("--set", override)]
+    quiet = () if heldout else NO_HELDOUT[1:]
+    sets = [arg for override in (f"max_steps={steps}", "device=cpu", *overrides, *quiet) for arg in ("--set", override)]
     cli = [sys.executable, "-c", "from canary_action.cli import main; main()"]
     command = [*cli, "run", str(DDP), "-o", str(directory)]
     done = subprocess.run([*command, *sets], capture_output=True, text=True, cwd=ROOT, timeout=600, check=False)
@@ -38,7 +40,7 @@ def canary_run(
 
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], m.Metrics]:
-    return canary_run(tmp_path_factory.mktemp("plain"))
+    return canary_run(tmp_path_factory.mktemp("plain"), heldout=True)
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +56,9 @@ def test_two_ranks_merge_into_one_metrics_json(plain: tuple[subprocess.Completed
     done, metrics = plain
     assert done.returncode == 0, done.stderr
     assert metrics.status.state == "completed"
+    # Issue 32: rank 0 saved the weights; the launcher's evaluator scored them (one evaluation for the run).
+    assert metrics.heldout is not None
+    assert (metrics.heldout.status, metrics.heldout.metric) == ("evaluated", "next_token"), metrics.heldout
     assert metrics.series[m.STEP] == [float(s) for s in range(1, STEPS + 1)]
     assert metrics.summary is not None
     assert metrics.summary.num_steps == STEPS

@@ -14,9 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from canary_action.metrics.io import read_metrics
+from tests.factories import NO_HELDOUT
 
 pytestmark = pytest.mark.training
 
@@ -49,10 +51,11 @@ def tree(root: Path, name: str, config: str, **files: str) -> Path:
 
 
 def canary_pair(
-    base: Path, head: Path, out: Path, *args: str, env: dict[str, str] | None = None
+    base: Path, head: Path, out: Path, *args: str, env: dict[str, str] | None = None, heldout: bool = False
 ) -> subprocess.CompletedProcess[str]:
+    """`canary pair` of the two trees' canary.yaml; without the held-out evaluation unless `heldout`."""
     command = [sys.executable, "-m", "canary_action", "pair", str(CONFIG), "--base", str(base), "--head", str(head),
-               "-o", str(out), "--set", STEPS, "--json", *args]  # fmt: skip
+               "-o", str(out), "--set", STEPS, "--json", *args, *(() if heldout else NO_HELDOUT)]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=900, check=False, env=env)
 
 
@@ -90,7 +93,7 @@ def test_a_planted_slowdown_on_the_head_side_is_a_regression_named_on_it(tmp_pat
 
 def test_an_aa_pair_passes(tmp_path: Path) -> None:
     sft = SFT.read_text(encoding="utf-8")
-    done = canary_pair(tree(tmp_path, "base", sft), tree(tmp_path, "head", sft), tmp_path / "out")
+    done = canary_pair(tree(tmp_path, "base", sft), tree(tmp_path, "head", sft), tmp_path / "out", heldout=True)
     result = json.loads(done.stdout)
     assert done.returncode == 0, (result["reason"], done.stderr[-3000:])
     assert result["verdict"] == "pass", result["reason"]
@@ -98,10 +101,19 @@ def test_an_aa_pair_passes(tmp_path: Path) -> None:
     # it came once in a suite run on this 2-core machine: a judged check, not a pass that was promised.
     step_time = next(c for c in result["checks"] if c["name"] == "step_time")
     assert step_time["status"] in ("pass", "warn"), step_time["message"]
-    # Same seed, same batches, same code: the loss curves coincide.
+    # Same seed, same batches, same code: the loss curves coincide, and so the numerics are identical (issue 32).
     written = pair_dir(tmp_path / "out")
     losses = [read_metrics(written / s / "metrics.json").series["train/loss"] for s in ("base", "head")]
     assert losses[0] == losses[1]
+    numerics = next(c for c in result["checks"] if c["name"] == "numerics")
+    assert numerics["status"] == "pass"
+    assert numerics["message"].startswith("identical: loss, gradient norm and weights bitwise equal at all 34 steps")
+    held = next(c for c in result["checks"] if c["name"] == "heldout_eval")
+    assert held["status"] == "pass", held["message"]
+    assert result["heldout"]["basis"] == "paired"
+    assert result["heldout"]["effect"] == 0  # the same model, scored on the same examples by one process
+    assert {p.name for p in written.iterdir()} == {"base", "head", "pair.json", "result.json", "report.md"}
+    assert not (written / "head" / "heldout").exists(), "the snapshots are removed once evaluated"
 
 
 @pytest.mark.parametrize("family", ["dpo", "grpo", "rloo"])
@@ -109,13 +121,19 @@ def test_every_family_takes_turns(family: str, tmp_path: Path) -> None:
     """Generation (GRPO, RLOO) and preference (DPO) loops hold between steps as SFT's does."""
     config = (REPO / "configs" / "tiny" / f"{family}.yaml").read_text(encoding="utf-8")
     repo = tree(tmp_path, "tree", config)
-    done = canary_pair(repo, repo, tmp_path / "out", "--set", "max_steps=4")
+    done = canary_pair(repo, repo, tmp_path / "out", "--set", "max_steps=4", heldout=True)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     written = pair_dir(tmp_path / "out")
     for side in ("base", "head"):
         metrics = read_metrics(written / side / "metrics.json")
         assert metrics.status.state == "completed"
         assert metrics.series["pair/round"] == [0.0, 0.0, 1.0, 1.0]
+    # Each family's held-out metric, scored on both sides by the pair's evaluator (issue 32).
+    evaluations = json.loads((written / "pair.json").read_text(encoding="utf-8"))["heldout"]
+    metric = {"dpo": "preference", "grpo": "reward", "rloo": "reward"}[family]
+    for side in ("base", "head"):
+        assert (evaluations[side]["status"], evaluations[side]["metric"]) == ("evaluated", metric), evaluations[side]
+    assert evaluations["base"]["points"] == evaluations["head"]["points"]
 
 
 def test_a_nan_on_one_side_ends_the_pair_and_keeps_both_measurements(tmp_path: Path) -> None:
@@ -182,6 +200,10 @@ def test_a_cancelled_pair_writes_both_sides_and_its_record(tmp_path: Path) -> No
         metrics = read_metrics(written / side / "metrics.json")
         assert metrics.status.state in ("failed", "stopped_early"), metrics.status
         assert len(metrics.series.get("step", [])) < 400  # a side may not have had its first turn yet
+    # The held-out evaluator started with the pair ends with it, evaluating nothing (issue 32).
+    record = json.loads((written / "pair.json").read_text(encoding="utf-8"))
+    assert {e["reason"] for e in record["heldout"].values()} == {"stopped"}
+    assert not [p for p in psutil.process_iter(["cmdline"]) if str(written) in " ".join(p.info["cmdline"] or [])]
 
 
 def test_each_side_installs_its_own_requirements_and_a_bump_is_named(tmp_path: Path) -> None:
@@ -235,7 +257,7 @@ def test_a_pair_prints_the_report_as_compare_does_and_labels_each_sides_lines(tm
     the note counts every round and those judged, as the Paired A/B line does."""
     repo = tree(tmp_path, "tree", SFT.read_text(encoding="utf-8"))
     command = [sys.executable, "-m", "canary_action", "pair", str(CONFIG), "--base", str(repo), "--head", str(repo),
-               "-o", str(tmp_path / "out"), "--set", "max_steps=4"]  # fmt: skip
+               "-o", str(tmp_path / "out"), "--set", "max_steps=4", *NO_HELDOUT]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     assert done.stdout.startswith("rlhf-canary "), done.stdout[:500]
@@ -257,7 +279,8 @@ def test_sides_that_fail_to_start_point_at_the_traceback_they_wrote(tmp_path: Pa
     sft = SFT.read_text(encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(shadow), os.environ.get("PYTHONPATH")]))}
     command = [sys.executable, "-m", "canary_action", "pair", str(CONFIG), "--base", str(tree(tmp_path, "base", sft)),
-               "--head", str(tree(tmp_path, "head", sft)), "-o", str(tmp_path / "out"), "--json"]  # fmt: skip
+               "--head", str(tree(tmp_path, "head", sft)), "-o", str(tmp_path / "out"), "--json",
+               *NO_HELDOUT]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False, env=env)
     assert done.returncode == 3, done.stderr[-3000:]
     log = pair_dir(tmp_path / "out") / "head" / "error.log"

@@ -153,6 +153,9 @@ def test_a_cached_hub_model_trains_offline_when_the_hub_cannot_be_reached(tmp_pa
     [notice] = [n for n in metrics.notices if "cannot be reached" in n]
     assert "team/tiny-llama" in notice
     assert "HF_HUB_OFFLINE=1" in notice
+    # The held-out evaluator, a process of its own, loads the same model from the same cache, offline too.
+    assert metrics.heldout is not None
+    assert metrics.heldout.status == "evaluated", metrics.heldout.message
 
 
 def test_library_log_lines_are_printed_once(tmp_path: Path) -> None:

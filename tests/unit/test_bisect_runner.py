@@ -16,6 +16,7 @@ from canary_action.bisect import runner
 from canary_action.bisect.result import BisectResult
 from canary_action.compare.result import Check, Interval
 from canary_action.errors import ConfigError, TrainingError, UsageError
+from tests.factories import NO_HELDOUT_YAML
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
@@ -23,7 +24,7 @@ GIT_ENV = {
 }  # fmt: skip
 
 
-SFT = (Path(__file__).parents[2] / "configs" / "tiny" / "sft.yaml").read_text(encoding="utf-8")
+SFT = (Path(__file__).parents[2] / "configs" / "tiny" / "sft.yaml").read_text(encoding="utf-8") + NO_HELDOUT_YAML
 
 
 def history(repo: Path, speeds: list[str], config: str | None = SFT) -> list[str]:

@@ -5,7 +5,7 @@
 # A failed check says *what* moved; the team wants to know *why*. Every comparison ranks the likely causes —
 # the **suspects** — each with a category (dataloader, memory, numerics, communication, config, dependency,
 # kernel…), a confidence, the **evidence** that points at it (measurements, recorded changes) and the **next
-# steps** that would confirm it. In this notebook (about two minutes on a 2-core CPU, offline) we plant four
+# steps** that would confirm it. In this notebook (two to three minutes on a 2-core CPU, offline) we plant five
 # regressions that real pull requests cause, read what the gate says about each, and end with the written
 # debug story a team would paste into the pull request:
 #
@@ -15,6 +15,7 @@
 # | a memory regression | `max_length` 96 → 384: longer sequences | more host memory (RSS), slower steps |
 # | a NaN | `fault_injection.nan_loss_at_step` | a non-finite loss at one step |
 # | a straggler rank | `fault_injection.slow_rank` in a 2-process DDP run | one rank slow, the other waits for it |
+# | a correctness slip | a team's `compute_loss` loses its label shift | a lower training loss, a model that learned nothing useful |
 #
 # The assertion cells check, when the notebook runs in CI, that the top suspect of each is the planted cause.
 # The [quickstart](01-quickstart.ipynb) covers running, comparing and the report.
@@ -22,6 +23,7 @@
 # %%
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -47,6 +49,11 @@ WORK = Path("runs") / "root-cause"  # beside the notebook; runs/ is ignored by g
 if WORK.exists():
     shutil.rmtree(WORK)  # a fresh start: the baseline folders must hold this notebook's runs only
 BASELINES = WORK / "baselines"
+# Sections 1-4 are about speed, memory and stability: their runs leave out the held-out evaluation (each would be
+# scored in a process of its own, seconds a run). Section 5 is about it.
+QUICK = ["heldout.enabled=false"]
+# `!canary` below: the command installed beside this kernel's Python, whatever the PATH Jupyter started with.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
 
 
 def show(result: api.CompareResult) -> None:
@@ -71,7 +78,7 @@ def show(result: api.CompareResult) -> None:
 # comparison measure how much identical runs differ on this machine, so that noise is not called a cause.
 
 # %%
-baselines = [api.run(CONFIG, output_dir=BASELINES) for _ in range(3)]
+baselines = [api.run(CONFIG, output_dir=BASELINES, overrides=QUICK) for _ in range(3)]
 for outcome in baselines:
     s = outcome.metrics.summary
     print(f"median step {s.step_time_s.median * 1000:.0f} ms, data wait {s.data_wait_share:.1%}, "
@@ -88,7 +95,7 @@ for outcome in baselines:
 # split the step into data wait and compute and see which part grew.
 
 # %%
-slow_data = api.run(CONFIG, output_dir=WORK / "slow-data", overrides=["fault_injection.slow_data_s_per_step=1.0"])
+slow_data = api.run(CONFIG, output_dir=WORK / "slow-data", overrides=[*QUICK, "fault_injection.slow_data_s_per_step=1.0"])
 result_data = api.compare(slow_data.metrics_path, BASELINES)
 show(result_data)
 
@@ -138,7 +145,7 @@ assert any("data wait" in line for line in top.evidence), top.evidence
 # First, a surprise: the gate refuses to judge it at all.
 
 # %%
-long_seq = api.run(CONFIG, output_dir=WORK / "long-sequences", overrides=["max_length=384"])
+long_seq = api.run(CONFIG, output_dir=WORK / "long-sequences", overrides=[*QUICK, "max_length=384"])
 refused = api.compare(long_seq.metrics_path, BASELINES)
 print(refused.verdict, "-", refused.reason)
 
@@ -197,7 +204,7 @@ assert any(s.category == "memory" for s in result_memory.suspects), result_memor
 # else moved: a NaN makes every other figure of the run meaningless.
 
 # %%
-nan = api.run(CONFIG, output_dir=WORK / "nan", overrides=["fault_injection.nan_loss_at_step=12"])
+nan = api.run(CONFIG, output_dir=WORK / "nan", overrides=[*QUICK, "fault_injection.nan_loss_at_step=12"])
 result_nan = api.compare(nan.metrics_path, BASELINES)
 show(result_nan)
 
@@ -219,8 +226,8 @@ assert top.category == "numerics", [(s.category, s.summary) for s in result_nan.
 
 # %%
 DDP_BASELINES = WORK / "ddp-baselines"
-ddp_baselines = [api.run(DDP_CONFIG, output_dir=DDP_BASELINES) for _ in range(2)]
-straggler = api.run(DDP_CONFIG, output_dir=WORK / "straggler", overrides=["fault_injection.slow_rank=1"])
+ddp_baselines = [api.run(DDP_CONFIG, output_dir=DDP_BASELINES, overrides=QUICK) for _ in range(2)]
+straggler = api.run(DDP_CONFIG, output_dir=WORK / "straggler", overrides=[*QUICK, "fault_injection.slow_rank=1"])
 result_rank = api.compare(straggler.metrics_path, DDP_BASELINES)
 show(result_rank)
 
@@ -256,6 +263,132 @@ assert top.category == "communication", [(s.category, s.summary) for s in result
 assert "rank 1" in " ".join([top.summary, *top.evidence]), top
 
 # %% [markdown]
+# ## 5. A correctness slip: the loss lost its label shift
+#
+# The regression that costs a team the most is the one whose canary stays green: the loss still falls — here it
+# falls *further* — and the model learns nothing useful. A team trains with its own `compute_loss`; a pull
+# request drops the label shift (`logits = outputs.logits`, `targets = labels`), so the model learns to copy the
+# token it is given, which is easy. Its training loss improves, and every check built on that loss is fooled:
+# the loss is the pull request's own claim about itself.
+#
+# The gate measures learning with two things the pull request does not write. A **lockstep pair** trains both
+# commits on the same batches from the same weights, so identical math gives identical losses, gradient norms
+# and weights, step for step: the pair says from which step the math changed. And each side's trained model is
+# scored by a **fresh process of the canary's own** on **held-out examples** the training never saw, with the
+# canary's own tokenization and loss (`heldout_eval`; [docs/correctness.md](../correctness.md)).
+
+# %%
+TEAM = WORK / "team"
+TEAM_CONFIG = """\
+name: team-sft
+training_type: custom
+trainer_factory: team_pipeline.trainer:build_trainer
+model_name: builtin:tiny-llama
+dataset_name: builtin:sft-messages
+dataset_size: 256
+max_length: 96
+max_prompt_length: 32
+max_steps: 30
+batch_size: 8
+learning_rate: 6.0e-3
+warmup_steps: 3
+use_peft: false
+"""
+TEAM_TRAINER = '''\
+"""The team's SFT trainer: its chat formatting, collator and loss, on the model and data the canary loads."""
+
+import torch
+import torch.nn.functional as F
+from transformers import Trainer, TrainingArguments
+
+
+def collate(features, pad_id=1):
+    longest = max(len(f["input_ids"]) for f in features)
+    ids = torch.full((len(features), longest), pad_id)
+    for i, feature in enumerate(features):
+        ids[i, : len(feature["input_ids"])] = torch.tensor(feature["input_ids"])
+    mask = (torch.arange(longest)[None, :] < torch.tensor([len(f["input_ids"]) for f in features])[:, None]).long()
+    return {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
+
+
+class TeamTrainer(Trainer):
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        labels = inputs.pop("labels")
+        outputs = model(**inputs)
+{LOSS}
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-100)
+        return (loss, outputs) if return_outputs else loss
+
+
+def build_trainer(context):
+    tokenizer = context.tokenizer
+
+    def encode(example):
+        rendered = tokenizer.apply_chat_template(example["messages"], tokenize=True, return_dict=True)
+        return {"input_ids": list(rendered["input_ids"])}
+
+    data = context.dataset.map(encode, remove_columns=context.dataset.column_names)
+    args = TrainingArguments(**context.trainer_kwargs(), remove_unused_columns=False)
+    return TeamTrainer(model=context.model, args=args, train_dataset=data, data_collator=collate)
+'''
+SHIFTED = "        logits, targets = outputs.logits[:, :-1, :], labels[:, 1:]"
+UNSHIFTED = "        logits, targets = outputs.logits, labels  # the pull request: the shift is lost"
+for name, loss in (("base", SHIFTED), ("head", UNSHIFTED)):
+    package = TEAM / name / "team_pipeline"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "trainer.py").write_text(TEAM_TRAINER.replace("{LOSS}", loss))
+    (TEAM / name / "canary.yaml").write_text(TEAM_CONFIG)
+BASE_TREE, HEAD_TREE, PAIRS = TEAM / "base", TEAM / "head", TEAM / "pairs"
+# !canary pair canary.yaml --base {BASE_TREE} --head {HEAD_TREE} -o {PAIRS} --format markdown > {TEAM / "pair.md"}
+
+# %% [markdown]
+# `api.compare` reads the pair's folder back. Under the verdict, the report's two correctness lines: the
+# numerics, side against side, and the held-out evaluation.
+
+# %%
+(pair_dir,) = PAIRS.iterdir()
+result_shift = api.compare(pair_dir, [])
+show(result_shift)
+print()
+print(api.render(result_shift, "terminal").split("\n\n")[0])
+
+# %% [markdown]
+# Both sides' curves: the head's training loss below the base's from the first step — the pull request's own
+# claim, better — and its held-out loss, scored by the canary, far above.
+
+# %%
+head_side, base_side = (api.load_metrics(pair_dir / side / "metrics.json") for side in ("head", "base"))
+fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
+for label, metrics in (("base (shifted)", base_side), ("head (shift lost)", head_side)):
+    left.plot(metrics.series["step"], metrics.series["train/loss"], label=label)
+left.set_xlabel("optimizer step")
+left.set_ylabel("training loss (the team's own)")
+left.set_title("What the pull request's loss says")
+left.legend()
+summary = result_shift.heldout
+right.plot(summary.steps, summary.reference_curve, marker="o", label="base")
+right.plot(summary.steps, summary.current_curve, marker="o", label="head")
+right.set_xlabel("optimizer step")
+right.set_ylabel(f"{summary.label} ({summary.unit})")
+right.set_title("What the canary measures")
+right.legend()
+fig.tight_layout()
+plt.show()
+
+# %%
+# Checked when this notebook runs in CI: the slip fails on held-out data though its own loss improved, the pair
+# says the math changed from step 1, and numerics (naming the team's trainer) is suspect 1.
+held = next(c for c in result_shift.checks if c.name == "heldout_eval")
+top = result_shift.suspects[0]
+assert result_shift.verdict == "regression", result_shift.reason
+assert held.status == "fail", held.message
+assert head_side.summary.tail_mean_loss < base_side.summary.tail_mean_loss
+assert (result_shift.numerics.state, result_shift.numerics.first_step) == ("changed", 1)
+assert top.category == "numerics", [(s.category, s.summary) for s in result_shift.suspects]
+assert "team_pipeline/trainer.py" in top.summary, top.summary
+
+# %% [markdown]
 # ## The debug story
 #
 # What a team needs in the pull request is not four JSON files but a few sentences per regression: what
@@ -268,6 +401,7 @@ cases = {
     "Memory regression": result_memory,
     "NaN": result_nan,
     "Straggler rank": result_rank,
+    "Lost label shift": result_shift,
 }
 story = ["# Canary debug story", ""]
 for title, result in cases.items():
@@ -304,6 +438,7 @@ display(Markdown("\n".join(story)))
 # | memory up, a shape key changed | `config`, `memory` | revert the key in a branch; `--allow-change` if meant |
 # | reserved far above allocated | `memory` | `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` |
 # | NaN/Inf at step k | `numerics`, always first | `stability.non_finite` in metrics.json; bf16; a lower LR |
+# | held-out figure worse, numerics changed from step k | `numerics` (the math) | diff the named file's loss, collator or data against the base |
 # | one rank's compute above the rest | `communication` | metrics.json's `distributed` per-rank figures |
 # | a library moved | `dependency` | pin the old version in a branch and rerun |
 # | a period in the step-time chart | `io` | raise the logging/save intervals |

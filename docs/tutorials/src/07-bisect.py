@@ -68,6 +68,8 @@ max_steps: 40
 batch_size: 16
 learning_rate: 1.0e-3
 use_peft: false
+heldout:
+  enabled: false  # the bisect follows step time; 04-root-cause shows the held-out evaluation
 """
 TRAINER = '''\
 """The team's SFT trainer: its own loss, on the model and data the canary loads."""
