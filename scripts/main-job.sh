@@ -6,9 +6,12 @@
 #      must stay quiet (pass).
 #   2. A/B: a lockstep pair (`canary pair`, the action's default for pull requests) of that config and a "pull
 #      request" that plants a 0.3 s wait in every step (fault_injection.sleep_s_per_step: +184 % on the quiet
-#      2-core dev machine, +109 % beside two CPU-bound loops): the gate must catch it (regression).
-# About a minute and a half after the install, 2.3 minutes beside two CPU-bound loops
-# (docs/benchmarks.md#main-job-timing).
+#      2-core dev machine, +109 % beside two CPU-bound loops): the gate must catch it (regression), and report the
+#      training math identical (a wait changes no number).
+#   3. Correctness: a pair whose "pull request" sets DPO's beta ten times too large: its own loss falls as fast,
+#      but its model prefers the chosen answers far less on held-out pairs the canary scores itself: the gate must
+#      fail it on heldout_eval, and say that the training math changed from step 1.
+# A few minutes after the install (docs/benchmarks.md#main-job-timing).
 # Exits 0 when the gate did both, 1 when it did not (it says which), 2 or 3 when a command failed (bad input, a
 # crashed run), with that command's code.
 set -euo pipefail
@@ -35,14 +38,27 @@ printf 'fault_injection:\n  sleep_s_per_step: 0.3  # the planted regression\n' >
 slowed=0
 "$canary" pair canary.yaml --base "$out/trees/base" --head "$out/trees/head" -o "$out/pair" || slowed=$?
 
-echo "main job: results in $out (A/A: both runs' metrics.json, result.json, comment.md; A/B: pair/)"
-if [ "$same" -ge 2 ] || [ "$slowed" -ge 2 ]; then
-  echo "main job: a command failed (A/A compare exited $same, the pair $slowed): see its message above" >&2
-  exit $((same >= 2 ? same : slowed))
+echo "== 3. correctness: a pair whose head sets beta ten times too large; the gate must fail it on held-out data"
+mkdir -p "$out/trees/beta"
+sed 's/^beta: 0.1$/beta: 1.0  # the planted slip: ten times too large/' configs/tiny/dpo.yaml >"$out/trees/beta/canary.yaml"
+slipped=0
+"$canary" pair canary.yaml --base "$out/trees/base" --head "$out/trees/beta" -o "$out/slip" --json \
+  >"$out/slip.json" || slipped=$?
+caught=$("$(dirname "$canary")/python" -c 'import json, sys
+result = json.load(open(sys.argv[1]))
+print(next(c["status"] for c in result["checks"] if c["name"] == "heldout_eval"), result["reason"][:300])' \
+  "$out/slip.json" 2>/dev/null || echo "unread")
+echo "heldout_eval: $caught"
+
+echo "main job: results in $out (A/A: both runs' metrics.json, result.json, comment.md; A/B: pair/; slip: slip/)"
+if [ "$same" -ge 2 ] || [ "$slowed" -ge 2 ] || [ "$slipped" -ge 2 ]; then
+  echo "main job: a command failed (A/A compare exited $same, the pairs $slowed and $slipped): see above" >&2
+  exit $((same >= 2 ? same : slowed >= 2 ? slowed : slipped))
 fi
-if [ "$same" -eq 0 ] && [ "$slowed" -eq 1 ]; then
-  echo "main job: the gate passed the unchanged pull request and caught the planted slowdown"
+if [ "$same" -eq 0 ] && [ "$slowed" -eq 1 ] && [ "$slipped" -eq 1 ] && [ "${caught%% *}" = "fail" ]; then
+  echo "main job: the gate passed the unchanged pull request, caught the planted slowdown and the correctness slip"
   exit 0
 fi
-echo "main job: expected pass then regression; got exit $same (A/A) and $slowed (A/B)" >&2
+echo "main job: expected pass, regression, regression on held-out data; got exit $same (A/A), $slowed (A/B)," \
+  "$slipped (slip: heldout_eval ${caught%% *})" >&2
 exit 1

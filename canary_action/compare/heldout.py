@@ -41,6 +41,8 @@ _SKIP_FIXES: Final[dict[str, str | None]] = {
     "not_comparable": "the pull request changes the model, its tokenizer or the seed: the held-out figures of the "
     "two models do not compare; judge it on the default branch once merged",
     "stopped": "rerun the pair",
+    "own_process": "build the trainer on context.model, so that a process of the canary's own scores it (a "
+    "factory's own model is scored in its training process, which in a pair runs the pull request's code)",
 }
 TOO_SMALL_FIX: Final = (
     "size the canary so that it learns measurably within its steps (more max_steps, a higher learning_rate, more "
@@ -62,6 +64,9 @@ class _Ends:
 def heldout_check(ctx: Context, pair_base: RunData | None) -> tuple[Check, HeldoutSummary | None]:
     """The check and its summary; `pair_base`: the lockstep pair's base side, when the current run is its head."""
     own = ctx.current.heldout
+    blamed = _head_not_evaluated(ctx, own, pair_base)
+    if blamed is not None:
+        return blamed, None
     unjudged = _not_evaluated(own)
     if unjudged is not None or own is None:
         return unjudged or skipped(NAME, GROUP, "", "not evaluated"), None
@@ -73,6 +78,27 @@ def heldout_check(ctx: Context, pair_base: RunData | None) -> tuple[Check, Heldo
             return held_to_history(paired[0], against), paired[1]
         return paired
     return _judge(ctx, own, ctx.learning.usable, "history")
+
+
+def _head_not_evaluated(ctx: Context, own: HeldoutEval | None, pair_base: RunData | None) -> Check | None:
+    """A pair whose base side was evaluated and whose head side was not: the head's doing (a snapshot it left
+    unreadable or never wrote, a refusal, a status that claims it never trained, an evaluation it ran out of
+    time) fails, since a neutral verdict passes a required check. Not its doing (the pair interrupted, the head
+    training another model, its own process the only one that scored it) stays unjudged, with the fix; a head
+    stopped by a real NaN, or crashed, is judged by those checks."""
+    theirs = pair_base.heldout if pair_base is not None else None
+    if own is None or theirs is None or theirs.status != "evaluated" or own.status == "evaluated":
+        return None
+    if own.status == "skipped" and own.reason in ("off", "not_comparable", "stopped", "own_process"):
+        return None
+    current = ctx.current
+    if own.reason == "not_trained" and (current.status.state == "failed" or current.first_non_finite_step is not None):
+        return None
+    return Check(
+        name=NAME, group=GROUP, status="fail", unit="",
+        message=f"the pull request's side could not be evaluated on held-out data ({own.message}), and its base "
+        "side was: a pull request that cannot be judged on what it learned does not pass",
+    )  # fmt: skip
 
 
 def _not_evaluated(own: HeldoutEval | None) -> Check | None:

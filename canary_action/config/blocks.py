@@ -85,7 +85,8 @@ class HeldoutConfig(StrictModel):
         "auto",
         max_length=20,
         description="Optimizer steps after which the model is evaluated too (at most 20), besides the start and the "
-        "end of training; auto: halfway. Only the end is judged; the others show how it learned.",
+        "end of training; auto: halfway in runs of 100 steps or more. Only the end is judged; the others show how it "
+        "learned.",
     )
     batch_size: Count = Field(16, ge=1, le=1024, description="Examples per evaluation batch (at most 1,024).")
 

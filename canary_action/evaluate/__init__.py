@@ -9,7 +9,8 @@
 
 The evaluator is a fresh interpreter in isolated mode (`python -I`): it imports the canary and the libraries, and
 of a team's code only the reward functions of the trusted config, from the trusted tree. Whatever the pull
-request's code does in its own process — its loss, its collator, a patched forward — it cannot touch the
-figure that judges it. Like train/, this package imports torch; plan.py and client.py do not (the lockstep
-coordinator, which imports no torch, starts and reads the evaluator through them).
+request's code does in its own process — its loss, its collator, a patched forward — cannot change how the
+figure that judges it is computed (which weights a hostile head side presents is its own: docs/correctness.md).
+Like train/, this package imports torch; plan.py and client.py do not (the lockstep coordinator, which imports no
+torch, starts and reads the evaluator through them).
 """

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -38,23 +39,25 @@ _LOG_TAIL_LINES: Final = 8
 
 
 class Evaluator:
-    def __init__(self, process: subprocess.Popen[bytes], folder: Path, names: list[str]) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], folder: Path, names: list[str], workdir: Path) -> None:
         self.process = process
         self.folder = folder
         self.names = names
+        self.workdir = workdir
 
     @classmethod
     def start(
         cls,
         trusted: CommonConfig,
-        subjects: Sequence[tuple[str, CommonConfig, Path]],
+        subjects: Sequence[tuple[str, CommonConfig, Path, bool]],
         folder: Path,
         *,
         trusted_tree: Path | None = None,
         python: str | None = None,
     ) -> Evaluator:
-        """Start the evaluator (it prepares at idle priority until `finish`). `python`: another interpreter with
-        the canary and torch (a pair coordinator without the [train] extra passes the base side's)."""
+        """Start the evaluator (it prepares at idle priority until `finish`). `subjects`: (name, config, run folder,
+        trusted: False for a pull request's side). `python`: another interpreter with the canary and torch (a pair
+        coordinator without the [train] extra passes the base side's)."""
         from canary_action.train.launch.environment import CODE_TREE_ENV, scrubbed
 
         folder.mkdir(parents=True, exist_ok=True)
@@ -63,7 +66,8 @@ class Evaluator:
             trusted_config=trusted.model_dump(mode="json"),
             trusted_tree=str(trusted_tree) if trusted_tree else None,
             subjects=[
-                Subject(name=n, config=c.model_dump(mode="json"), run_dir=str(d.resolve())) for n, c, d in subjects
+                Subject(name=n, config=c.model_dump(mode="json"), run_dir=str(d.resolve()), trusted=t)
+                for n, c, d, t in subjects
             ],
             output=str(folder / RESULTS_FILE),
         )
@@ -76,7 +80,7 @@ class Evaluator:
         command = [python or sys.executable, "-I", "-m", "canary_action.evaluate", "--job", str(folder / JOB_FILE)]
         with (folder / LOG_FILE).open("wb") as log:
             process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=log, stderr=log, cwd=workdir, env=env)
-        return cls(process, folder, [n for n, _, _ in subjects])
+        return cls(process, folder, [subject[0] for subject in subjects], Path(workdir))
 
     def finish(self, timeout_s: float = TIMEOUT_S) -> dict[str, HeldoutEval]:
         """Tell it to go and wait for its results; whatever goes wrong is said in each subject's evaluation."""
@@ -86,23 +90,21 @@ class Evaluator:
             self.process.stdin.close()
         try:
             code = self.process.wait(timeout=timeout_s)
+            why = f"the evaluator exited with status {code}" if code else "the evaluator said nothing of it"
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-            return self._failed(f"the evaluator did not finish within {timeout_s:.0f} s and was ended")
-        if code != 0:
-            return self._failed(f"the evaluator exited with status {code}")
-        try:
-            results = EvalResults.model_validate_json((self.folder / RESULTS_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValidationError) as error:
-            return self._failed(f"the evaluator wrote no readable results ({str(error)[:200]})")
-        if all(e.status != "failed" for e in results.evaluations.values()):  # its log is kept where it helps
+            why = f"the evaluator did not finish within {timeout_s:.0f} s and was ended"
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        try:  # written after each subject: what was done before a timeout or a crash is kept
+            done = EvalResults.model_validate_json((self.folder / RESULTS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValidationError):
+            return self._failed(why)
+        found = {name: done.evaluations.get(name) or self._failed(why)[name] for name in self.names}
+        if all(e.status != "failed" for e in found.values()):  # its log is kept where it helps
             for name in (JOB_FILE, RESULTS_FILE, LOG_FILE):
                 (self.folder / name).unlink(missing_ok=True)
-        return {
-            name: results.evaluations.get(name) or HeldoutEval(status="failed", message="the evaluator said nothing")
-            for name in self.names
-        }
+        return found
 
     def cancel(self) -> None:
         """End it without evaluating (the training failed, or was interrupted), and what it left. It computes
@@ -112,6 +114,7 @@ class Evaluator:
         with contextlib.suppress(OSError):
             assert self.process.stdin is not None
             self.process.stdin.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
         for name in (JOB_FILE, RESULTS_FILE, LOG_FILE):
             (self.folder / name).unlink(missing_ok=True)
 

@@ -3,7 +3,8 @@ config, and that model with a snapshot's trained tensors put in.
 
 A snapshot comes from a training process the evaluator does not trust (a pull request's side): it is read without
 following links (files.opened_inside), as tensors only (safetensors), and refused unless every tensor names a
-parameter of the rebuilt model, with its shape, in a floating dtype, as many as its snapshot.json says.
+parameter of the rebuilt model, with its shape, in a floating dtype, as many as its snapshot.json says — all
+checked from the file's header before a tensor is read.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import torch
 from pydantic import ValidationError
@@ -64,42 +65,61 @@ def start_key(config: CommonConfig) -> tuple[Any, ...]:
     return config.model_name, config.model_revision, config.attn_implementation, seed
 
 
-def read_snapshot(run_dir: Path, name: str) -> tuple[SnapshotMeta, dict[str, torch.Tensor]]:
-    """A snapshot's meta and tensors, read without following links. Raises SnapshotRefused."""
+_FLOATS: Final = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"})
+
+
+def read_meta(run_dir: Path, name: str) -> SnapshotMeta:
+    """A snapshot's snapshot.json, read without following links. Raises SnapshotRefused."""
     try:
-        meta = SnapshotMeta.model_validate_json(
-            read_inside(run_dir, [SNAPSHOT_DIR, name, META_FILE], limit=MAX_META_BYTES)
-        )
-        # /proc/self/fd/N: the descriptor's own file (opened without following a link), however its path changes.
-        with (
-            opened_inside(run_dir, [SNAPSHOT_DIR, name, WEIGHTS_FILE], limit=MAX_SNAPSHOT_BYTES) as fd,
-            safe_open(f"/proc/self/fd/{fd}", framework="pt") as stored,
-        ):
-            tensors = {key: stored.get_tensor(key) for key in stored.keys()}  # noqa: SIM118  # not a dict
+        text = read_inside(run_dir, [SNAPSHOT_DIR, name, META_FILE], limit=MAX_META_BYTES)
+        return SnapshotMeta.model_validate_json(text)
     except (OSError, FileRefusedError, ValidationError, ValueError) as error:
         raise SnapshotRefused(f"snapshot {name} cannot be read: {str(error)[:300]}") from error
-    except Exception as error:  # safetensors' own errors (a corrupt header) have no common base
-        raise SnapshotRefused(f"snapshot {name} is not a safetensors file: {str(error)[:300]}") from error
-    if len(tensors) != meta.num_tensors or not all(t.is_floating_point() for t in tensors.values()):
-        raise SnapshotRefused(f"snapshot {name} does not hold the {meta.num_tensors} floating-point tensors it names")
-    return meta, tensors
 
 
-def trained(start: PreTrainedModel, meta: SnapshotMeta, tensors: dict[str, torch.Tensor]) -> PreTrainedModel:
-    """A copy of the starting model, its LoRA structure rebuilt, with the snapshot's tensors in place."""
+def load_trained(run_dir: Path, name: str, meta: SnapshotMeta, start: PreTrainedModel) -> PreTrainedModel:
+    """A copy of the starting model, its LoRA structure rebuilt, with the snapshot's tensors in place.
+
+    Every tensor's name, shape and dtype is checked against the rebuilt model from the file's header before any
+    tensor is read, and each is then read straight into its parameter: what a snapshot declares cannot make this
+    process allocate more than the model it rebuilds. Raises SnapshotRefused.
+    """
     model: Any = copy.deepcopy(start)
     if meta.lora is not None:
         from peft import LoraConfig, get_peft_model
 
         model = get_peft_model(model, LoraConfig(**meta.lora.model_dump(), task_type="CAUSAL_LM"))
     parameters = dict(model.named_parameters())
-    unknown = [name for name in tensors if name not in parameters]
-    if unknown:
-        raise SnapshotRefused(f"the snapshot names {len(unknown)} tensors the rebuilt model lacks, e.g. {unknown[0]}")
-    with torch.no_grad():
-        for name, tensor in tensors.items():
-            target = parameters[name]
-            if target.shape != tensor.shape:
-                raise SnapshotRefused(f"{name}: {tuple(tensor.shape)} in the snapshot, {tuple(target.shape)} rebuilt")
-            target.copy_(tensor.to(target.dtype))
+    try:
+        # /proc/self/fd/N: the descriptor's own file (opened without following a link), however its path changes.
+        with (
+            opened_inside(run_dir, [SNAPSHOT_DIR, name, WEIGHTS_FILE], limit=MAX_SNAPSHOT_BYTES) as fd,
+            safe_open(f"/proc/self/fd/{fd}", framework="pt") as stored,
+        ):
+            keys = list(stored.keys())  # not a dict
+            if len(keys) != meta.num_tensors:
+                raise SnapshotRefused(f"snapshot {name} holds {len(keys)} tensors, not the {meta.num_tensors} it names")
+            for key in keys:
+                _check(name, key, stored.get_slice(key), parameters)
+            with torch.no_grad():
+                for key in keys:
+                    target = parameters[key]
+                    target.copy_(stored.get_tensor(key).to(target.dtype))
+    except SnapshotRefused:
+        raise
+    except (OSError, FileRefusedError, ValueError) as error:
+        raise SnapshotRefused(f"snapshot {name} cannot be read: {str(error)[:300]}") from error
+    except Exception as error:  # safetensors' own errors (a corrupt header) have no common base
+        raise SnapshotRefused(f"snapshot {name} is not a safetensors file: {str(error)[:300]}") from error
     return model.eval()  # type: ignore[no-any-return]
+
+
+def _check(name: str, key: str, stored: Any, parameters: dict[str, torch.nn.Parameter]) -> None:
+    """A tensor the header declares, against the rebuilt model's parameter of that name."""
+    if key not in parameters:
+        raise SnapshotRefused(f"snapshot {name} names a tensor the rebuilt model lacks: {key[:200]}")
+    if stored.get_dtype() not in _FLOATS:
+        raise SnapshotRefused(f"snapshot {name}: {key[:200]} is {stored.get_dtype()}, not a floating-point tensor")
+    shape, wanted = tuple(stored.get_shape()), tuple(parameters[key].shape)
+    if shape != wanted:
+        raise SnapshotRefused(f"snapshot {name}: {key[:200]} is {shape} in the snapshot, {wanted} rebuilt")

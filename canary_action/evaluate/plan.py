@@ -8,7 +8,7 @@ and a run folder whose `heldout/` the training process fills with snapshots.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -21,6 +21,10 @@ WEIGHTS_FILE: Final = "weights.safetensors"
 META_FILE: Final = "snapshot.json"
 #: Why a training process saved no snapshot, in its heldout/ folder (said in the evaluation).
 REFUSAL_FILE: Final = "refused.txt"
+#: A training process's own evaluation of a model the evaluator cannot rebuild (train/side_evaluation.py), and the
+#: most the evaluator reads of it (32 points of 4,096 examples as JSON stay well under it).
+OWN_FILE: Final = "evaluation.json"
+MAX_OWN_BYTES: Final = 16 << 20
 #: Trainable weights above this are not snapshotted (a full fine-tune of a large model): the evaluation says so.
 MAX_SNAPSHOT_BYTES: Final = 8 << 30
 #: The snapshot.json of a side is written by code the evaluator does not trust: this is all it may hold.
@@ -43,11 +47,16 @@ def metric_for(config: CommonConfig) -> HeldoutMetric | None:
     return AUTO_METRICS.get(config.training_type)
 
 
+#: `heldout.steps: auto` adds a point halfway from this many steps on: in a shorter run it would cost a fifth of
+#: the evaluation for a point a reader rarely needs (a pair of the tiny canaries runs in 20-60 s).
+AUTO_HALFWAY_FROM: Final = 100
+
+
 def snapshot_steps(config: CommonConfig) -> list[int]:
     """The steps, before the last, after which a model is saved for evaluation (the end always is)."""
     steps = config.heldout.steps
     if steps == "auto":
-        return [config.max_steps // 2] if config.max_steps >= 4 else []
+        return [config.max_steps // 2] if config.max_steps >= AUTO_HALFWAY_FROM else []
     return sorted(set(steps))
 
 
@@ -55,16 +64,22 @@ def snapshot_name(step: int) -> str:
     return f"step-{step:06d}"
 
 
-class LoraSpec(Closed):
-    """The LoRA structure of a trained model, as its snapshot says (the adapter's weights are in the snapshot)."""
+#: A module's name as LoRA's target_modules and modules_to_save list it: a plain dotted name (a string alone would
+#: be a regular expression to PEFT, run over every module's name).
+ModuleName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,200}$")]
 
-    r: int = Field(ge=1, le=4096)
-    lora_alpha: float = Field(gt=0)
+
+class LoraSpec(Closed):
+    """The LoRA structure of a trained model, as its snapshot says (the adapter's weights are in the snapshot). The
+    evaluator builds it before reading a tensor, so it is bounded: a rank of at most 256, plain module names."""
+
+    r: int = Field(ge=1, le=256)
+    lora_alpha: float = Field(gt=0, le=1_000_000)
     lora_dropout: float = Field(ge=0, lt=1)
-    target_modules: list[str] | str | None = None
+    target_modules: list[ModuleName] | Literal["all-linear"] | None = Field(None, max_length=64)
     bias: Literal["none", "all", "lora_only"] = "none"
     use_rslora: bool = False
-    modules_to_save: list[str] | None = None
+    modules_to_save: list[ModuleName] | None = Field(None, max_length=16)
     fan_in_fan_out: bool = False
 
 
@@ -85,6 +100,10 @@ class Subject(Closed):
     name: str = Field(max_length=20, pattern=r"^[a-z]+$")
     config: dict[str, Any] = Field(description="The subject's resolved config: what model it trained.")
     run_dir: str = Field(description="Its run folder: the snapshots are in its heldout/ folder.")
+    trusted: bool = Field(
+        True,
+        description="False for a pull request's side of a pair: an evaluation its own process wrote is not taken.",
+    )
 
 
 class EvalJob(Closed):

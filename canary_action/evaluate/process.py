@@ -14,6 +14,7 @@ import argparse
 import contextlib
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -22,7 +23,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from canary_action.evaluate.plan import REFUSAL_FILE, SNAPSHOT_DIR, EvalJob, EvalResults, Subject
+from canary_action.evaluate.plan import (
+    MAX_OWN_BYTES,
+    OWN_FILE,
+    REFUSAL_FILE,
+    SNAPSHOT_DIR,
+    EvalJob,
+    EvalResults,
+    Subject,
+    snapshot_steps,
+)
 from canary_action.metrics.heldout import HeldoutEval, HeldoutPoint
 
 _SNAPSHOT_NAME = re.compile(r"step-(\d{6})")
@@ -50,8 +60,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _set_priority(idle=False)
     _use(cpus, prepared)
     go = time.monotonic()
-    evaluations = {}
-    for subject in job.subjects:
+    evaluations: dict[str, HeldoutEval] = {}
+    # Trusted subjects first (a pair's base side), and the results written after each: whatever the next one
+    # does (a pull request's side run into the time limit), what is done stays done.
+    for subject in sorted(job.subjects, key=lambda s: not s.trusted):
         if isinstance(prepared, str):
             evaluations[subject.name] = HeldoutEval(status="failed", message=prepared)
             continue
@@ -61,15 +73,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
             why = f"the evaluation of the {subject.name} run broke: {type(error).__name__}: {str(error)[:500]}"
             evaluations[subject.name] = HeldoutEval(status="failed", message=why)
+        _write(Path(job.output), evaluations)
     print(
         f"rlhf-canary evaluator: prepared in {go - started:.1f} s, evaluated in {time.monotonic() - go:.1f} s",
         file=sys.stderr,
     )
-    output = Path(job.output)
+    _write(Path(job.output), evaluations)
+    if not isinstance(prepared, str):
+        shutil.rmtree(prepared.loader.scratch, ignore_errors=True)
+    sys.stderr.flush()
+    os._exit(0)  # the results are written: torch's teardown (a few tenths of a second) would only delay the caller
+
+
+def _write(output: Path, evaluations: dict[str, HeldoutEval]) -> None:
     with tempfile.NamedTemporaryFile("w", dir=output.parent, delete=False, encoding="utf-8") as partial:
         partial.write(EvalResults(evaluations=evaluations).model_dump_json(indent=2))
     Path(partial.name).replace(output)
-    return 0
 
 
 def _use(cpus: set[int], prepared: Prepared | str) -> None:
@@ -100,7 +119,7 @@ def _threads() -> list[int]:
 
 
 class Prepared:
-    """The trusted config's held-out set, tokenizer and rewards, and the models' loader."""
+    """The trusted config's held-out set and scorer, and the models' loader."""
 
     def __init__(self, job: EvalJob) -> None:
         import torch
@@ -108,24 +127,21 @@ class Prepared:
         from canary_action.config.load import parse_config
         from canary_action.evaluate.examples import heldout_set
         from canary_action.evaluate.models import Loader
+        from canary_action.evaluate.scorer import Scorer
 
         self.job = job
         self.trusted = parse_config(job.trusted_config, source="the trusted config").config
         threads = self.trusted.cpu_threads
         torch.set_num_threads(threads if isinstance(threads, int) else 1)
-        torch.manual_seed(0)  # nothing here samples; a reward model's score head, if new, is drawn the same
+        torch.manual_seed(0)  # a reward model's score head, if new, is drawn the same every time
         on_cuda = job.device == "cuda" or (job.device == "auto" and self.trusted.device != "cpu"
                                            and torch.cuda.is_available())  # fmt: skip
         self.device = torch.device("cuda" if on_cuda else "cpu")
         self.loader = Loader(self.device, Path(tempfile.mkdtemp(prefix="rlhf-canary-eval-")), {})
         setup = self.loader.setup(self.trusted)
-        self.tokenizer = setup.tokenizer
-        self.set = heldout_set(self.trusted, self.tokenizer)
-        self.reward_functions: list[Callable[..., Any]] = []
-        self.reward_scorers: list[Callable[[Sequence[str]], list[float]]] = []
-        if self.set.metric == "reward":
-            self._load_rewards()
-        self._reference: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
+        self.set = heldout_set(self.trusted, setup.tokenizer)
+        self.scorer = Scorer(self.trusted, setup.tokenizer, self.set, self.device, setup.load_model)
+        self._starts: dict[Any, HeldoutPoint] = {}
         for subject in job.subjects:  # loading is no computing: done now, beside the training
             config = parse_config(subject.config, source=f"the {subject.name} run's config").config
             if self._differs(subject.name, config) is None:
@@ -135,43 +151,9 @@ class Prepared:
     def make(cls, job: EvalJob) -> Prepared:
         return cls(job)
 
-    def _load_rewards(self) -> None:
-        from canary_action.train.rewards import reward_functions
-
-        config: Any = self.trusted
-        self.reward_functions = reward_functions(
-            getattr(config, "reward_funcs", []), max_new_tokens=config.max_new_tokens
-        )
-        if getattr(config, "reward_model", None) is not None:
-            self.reward_scorers.append(self._reward_model(config.reward_model))
-
-    def _reward_model(self, name: str) -> Callable[[Sequence[str]], list[float]]:
-        import torch
-
-        from canary_action.train.builtin import catalog, tokenizer
-
-        loaded: Any = self.loader.setup(self.trusted).load_model(name, task="sequence-classification")
-        model = loaded.to(self.device).eval()
-        its_tokenizer: Any
-        if catalog.split(name) is not None:
-            its_tokenizer = tokenizer.build_tokenizer()
-        else:
-            from transformers import AutoTokenizer
-
-            its_tokenizer = AutoTokenizer.from_pretrained(name)
-        if its_tokenizer.pad_token is None:
-            its_tokenizer.pad_token = its_tokenizer.eos_token
-
-        @torch.no_grad()
-        def score(texts: Sequence[str]) -> list[float]:
-            batch = its_tokenizer(list(texts), return_tensors="pt", padding=True, truncation=True, max_length=1024)
-            return [float(v) for v in model(**batch.to(self.device)).logits[:, 0]]
-
-        return score
-
     def evaluate(self, subject: Subject) -> HeldoutEval:
         from canary_action.config.load import parse_config
-        from canary_action.evaluate.models import SnapshotRefused, read_snapshot, trained
+        from canary_action.evaluate.models import SnapshotRefused, load_trained, read_meta, start_key
         from canary_action.files import folders_inside, read_inside
 
         config = parse_config(subject.config, source=f"the {subject.name} run's config").config
@@ -181,25 +163,27 @@ class Prepared:
         if why is not None:
             return HeldoutEval(status="skipped", reason="not_comparable", message=why, **common)
         run_dir = Path(subject.run_dir)
-        names = [n for n in folders_inside(run_dir, [SNAPSHOT_DIR]) if _SNAPSHOT_NAME.fullmatch(n)]
+        names, refused = self._planned(folders_inside(run_dir, [SNAPSHOT_DIR]))
         if not names:
-            why = self._no_snapshot(run_dir, read_inside)
-            return HeldoutEval(status="skipped", reason="no_snapshot", message=why, **common)
+            return self._own(subject, run_dir, read_inside, common)
         began = time.monotonic()
         start = self.loader.start(config)
-        points = [self._score(start, 0, start, config)]
-        refused: list[str] = []
+        key = start_key(config)
+        if key not in self._starts:  # the same starting model on the same examples: the same point (both sides')
+            self._starts[key] = self.scorer.point(start, 0, key)
+        points = [self._starts[key].model_copy(deep=True)]
         for name in names:
             try:
-                meta, tensors = read_snapshot(run_dir, name)
-                if meta.step != int(_SNAPSHOT_NAME.fullmatch(name).group(1)):  # type: ignore[union-attr]
+                meta = read_meta(run_dir, name)
+                if meta.step != int(name.removeprefix("step-")):
                     raise SnapshotRefused(f"snapshot {name} says it is of step {meta.step}")
-                model = trained(start, meta, tensors)
+                _same_adapters(name, meta, config)
+                model = load_trained(run_dir, name, meta, start)
             except SnapshotRefused as refusal:
                 refused.append(str(refusal))
                 continue
-            points.append(self._score(model, meta.step, start, config))
-            del model, tensors
+            points.append(self.scorer.point(model, meta.step, key))
+            del model
         if len(points) == 1:
             return HeldoutEval(status="failed", message="; ".join(refused)[:2000], **common)
         for point in points[1:-1]:
@@ -218,6 +202,56 @@ class Prepared:
                         f"{getattr(self.trusted, key)!r}): its held-out figures would not compare")  # fmt: skip
         return None
 
+    def _planned(self, found: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The snapshot folders to read: those of the steps the trusted config plans, and the last one (the end of
+        training) if it lies within max_steps; (names in step order, what was left out and why)."""
+        steps = {int(m.group(1)): n for n in found if (m := _SNAPSHOT_NAME.fullmatch(n))}
+        planned = {s for s in steps if s in set(snapshot_steps(self.trusted))}
+        others = [s for s in steps if s not in planned]
+        end = max(others, default=None)
+        if end is not None and end <= self.trusted.max_steps:
+            planned.add(end)
+        ignored = sorted(set(steps) - planned)
+        said = [f"snapshots of steps the config does not plan were not read ({', '.join(map(str, ignored[:5]))})"]
+        return [steps[s] for s in sorted(planned)], said if ignored else []
+
+    def _own(self, subject: Subject, run_dir: Path, read: Callable[..., bytes], common: dict[str, Any]) -> HeldoutEval:
+        """A run without snapshots: its training process's own evaluation, where its model could not be rebuilt
+        (train/side_evaluation.py), when it scored the same examples and the run is trusted (not a pull request's
+        side of a pair: its process is its code's); else why there is nothing to evaluate."""
+        name = subject.name
+        try:
+            said = read(run_dir, [SNAPSHOT_DIR, OWN_FILE], limit=MAX_OWN_BYTES)
+        except FileNotFoundError:
+            why = self._no_snapshot(run_dir, read)
+            return HeldoutEval(status="skipped", reason="no_snapshot", message=why, **common)
+        except Exception as error:  # a link, a FIFO, too large: refused, and said
+            return HeldoutEval(status="failed", message=f"the {name} run's own evaluation cannot be read: {error}")
+        if not subject.trusted:
+            why = (f"the {name} run's model is its trainer_factory's own, so only its training process scored it, and "
+                   "that process runs the pull request's code: its figure is not taken")  # fmt: skip
+            return HeldoutEval(status="skipped", reason="own_process", message=why, **common)
+        return self._taken(name, said, common)
+
+    def _taken(self, name: str, said: bytes, common: dict[str, Any]) -> HeldoutEval:
+        """A trusted run's own evaluation, when it is one of the same examples."""
+        try:
+            own = HeldoutEval.model_validate_json(said)
+        except ValueError as error:
+            return HeldoutEval(
+                status="failed", message=f"the {name} run's own evaluation is not one: {str(error)[:300]}"
+            )
+        if own.status != "evaluated" or own.evaluated_in != "side_process":
+            return HeldoutEval(
+                status="failed", message=f"the {name} run's own evaluation says {own.status}: {own.message}"
+            )
+        if own.fingerprint != self.set.fingerprint:
+            why = (
+                f"the {name} run scored other held-out examples (its own heldout block): its figures would not compare"
+            )
+            return HeldoutEval(status="skipped", reason="not_comparable", message=why, **common)
+        return own
+
     def _no_snapshot(self, run_dir: Path, read: Callable[..., bytes]) -> str:
         try:
             said = read(run_dir, [SNAPSHOT_DIR, REFUSAL_FILE], limit=4096).decode("utf-8", errors="replace").strip()
@@ -225,33 +259,17 @@ class Prepared:
             said = ""
         return f"no snapshot to evaluate: {said}" if said else "no snapshot to evaluate: the run ended before one"
 
-    def _score(self, model: Any, step: int, start: Any, config: Any) -> HeldoutPoint:
-        from canary_action.evaluate import scoring
-        from canary_action.evaluate.models import start_key
 
-        size, device, hset = self.trusted.heldout.batch_size, self.device, self.set
-        if hset.metric == "next_token":
-            values, accuracy = scoring.next_token(model, hset.sequences, batch_size=size, device=device)
-            return HeldoutPoint(step=step, value=_mean(values), accuracy=accuracy, examples=values)
-        if hset.metric == "preference":
-            key = start_key(config)
-            if key not in self._reference:
-                self._reference[key] = scoring.answer_logps(start, hset.pairs, batch_size=size, device=device)
-            policy = self._reference[key] if step == 0 else scoring.answer_logps(model, hset.pairs, batch_size=size,
-                                                                                 device=device)  # fmt: skip
-            margins, share = scoring.preference(policy, self._reference[key])
-            return HeldoutPoint(step=step, value=_mean(margins), accuracy=share, examples=margins)
-        completion_ids = scoring.generate(
-            model, self.tokenizer, hset.prompts, max_new_tokens=getattr(self.trusted, "max_new_tokens", 64),
-            temperature=getattr(self.trusted, "temperature", 1.0),
-            batch_size=size, device=device,
-        )  # fmt: skip
-        texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-        values = scoring.rewards(
-            self.reward_functions, hset.prompt_texts, texts, completion_ids, hset.columns, self.reward_scorers
-        )
-        return HeldoutPoint(step=step, value=_mean(values), examples=values)
+def _same_adapters(name: str, meta: Any, config: Any) -> None:
+    """A config that trains LoRA adapters (use_peft) says what they are: the snapshot's must be those."""
+    if not config.use_peft:
+        return  # the model's own weights, or a factory's own adapters (bounded by LoraSpec)
+    lora = meta.lora
+    if lora is None or (lora.r, lora.lora_alpha, lora.lora_dropout) != (
+        config.lora_r,
+        config.lora_alpha,
+        config.lora_dropout,
+    ):
+        from canary_action.evaluate.models import SnapshotRefused
 
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
+        raise SnapshotRefused(f"snapshot {name}: its adapters are not the config's (lora_r, lora_alpha, lora_dropout)")

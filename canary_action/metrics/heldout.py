@@ -17,7 +17,7 @@ from pydantic import Field
 from canary_action.metrics.records import FAIL_FAST, Record
 
 HeldoutMetric = Literal["next_token", "preference", "reward"]
-SkipReason = Literal["off", "not_trained", "no_snapshot", "not_comparable", "stopped"]
+SkipReason = Literal["off", "not_trained", "no_snapshot", "not_comparable", "stopped", "own_process"]
 #: Per metric: what its figure is, in which unit, and which direction is better.
 METRICS: Final[dict[HeldoutMetric, tuple[str, str, Literal["lower", "higher"]]]] = {
     "next_token": ("held-out loss", "nats/token", "lower"),
@@ -54,7 +54,8 @@ class HeldoutEval(Record):
         None,
         description="Why skipped: off (heldout.enabled false), not_trained (the run failed, or stopped on a "
         "non-finite value), no_snapshot (nothing saved: a model the evaluator cannot rebuild), not_comparable (it "
-        "trains another model than the trusted config), stopped (the pair was interrupted).",
+        "trains another model than the trusted config), stopped (the pair was interrupted), own_process (a pull "
+        "request's model scored only in its own training process, which its code controls: not taken).",
     )
     message: str | None = Field(None, description="Why skipped or failed; how it was evaluated otherwise.")
     metric: HeldoutMetric | None = None

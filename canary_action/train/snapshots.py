@@ -5,7 +5,7 @@ at the end of training, the trainable tensors go to `<run_dir>/heldout/step-<k>/
 safetensors cannot carry code) with `snapshot.json` (canary_action.evaluate.plan.SnapshotMeta: the step, the model
 and the LoRA structure). The evaluator rebuilds the model as the canary loads it and puts these tensors in; the
 frozen weights are the loaded ones. So only a model the canary loaded can be snapshotted: a custom trainer that
-built its own is said to be so, and not evaluated.
+built its own is scored in the training process instead (train/side_evaluation.py), at the same steps.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from safetensors.torch import save_file
 
 from canary_action.config.schema import CommonConfig
@@ -29,6 +30,7 @@ from canary_action.evaluate.plan import (
     snapshot_steps,
 )
 from canary_action.train.setup import TrainingSetup
+from canary_action.train.side_evaluation import SideEvaluation
 
 #: LoRA options that change the adapter's structure beyond what LoraSpec rebuilds: a model trained with one of them
 #: set is not rebuilt (its evaluation says which).
@@ -48,6 +50,8 @@ class Snapshots:
         self.lora: LoraSpec | None = None
         self.refusal: str | None = None if config.heldout.enabled else "heldout.enabled is false"
         """Why nothing is saved (said in the evaluation), or None."""
+        self.side: SideEvaluation | None = None
+        """The training process's own evaluation, for a model the evaluator cannot rebuild."""
 
     def attach(self, trainer: Any, setup: TrainingSetup[Any]) -> None:
         """Take the trainer's model, when the evaluator can rebuild it: the one the canary loaded (setup.model),
@@ -62,11 +66,8 @@ class Snapshots:
         loaded = setup.__dict__.get("model")  # functools.cached_property's slot: None when never loaded
         model = trainer.model
         base = model.get_base_model() if hasattr(model, "peft_config") else model
-        if loaded is None or base is not loaded:
-            self.refusal = (
-                "the trainer's model is not the one the canary loaded (model_name): a custom trainer_factory that "
-                "builds its own model cannot be rebuilt from its saved weights; use context.model"
-            )
+        if loaded is None or base is not loaded:  # the factory's own model: scored where it lives
+            self._score_here(model, setup, 0)
             return
         if hasattr(model, "peft_config"):
             lora, why = lora_spec(model.peft_config.get("default"))
@@ -90,8 +91,29 @@ class Snapshots:
     def final(self, completed_steps: int) -> None:
         if completed_steps > 0 and completed_steps not in self.saved:
             self.save(completed_steps)
+        if self.side is not None:
+            self.side.write()
+
+    def _score_here(self, model: Any, setup: TrainingSetup[Any], step: int) -> None:
+        """Score the live model in this process (the start, or a step); on failure say why, and stop scoring."""
+        try:
+            if self.side is None:
+                self.side = SideEvaluation(self.config, setup, model, self.folder.parent)
+            self.side.score(step)
+        except Exception as error:  # the training goes on; the evaluation says why it has nothing
+            self.side = None
+            self.refusal = (
+                "the trainer_factory's own model (not the one the canary loaded) could not be scored on held-out "
+                f"examples in the training process: {type(error).__name__}: {str(error)[:300]}; build on "
+                "context.model to have it evaluated by the canary's own process"
+            )
+            self.folder.mkdir(parents=True, exist_ok=True)
+            (self.folder / REFUSAL_FILE).write_text(self.refusal, encoding="utf-8")
 
     def save(self, step: int) -> None:
+        if self.side is not None:
+            self._score_here(self.side.model, None, step)  # type: ignore[arg-type]  # set up already
+            return
         if self.model is None:
             return
         named = {n: p.detach().to("cpu", copy=True).contiguous() for n, p in self.model.named_parameters()
@@ -118,13 +140,16 @@ def lora_spec(peft_config: Any) -> tuple[LoraSpec | None, str]:
     if options:
         return None, f"LoRA option {', '.join(options)} is not rebuilt by the evaluator"
     targets = peft_config.target_modules
-    return LoraSpec(
-        r=peft_config.r,
-        lora_alpha=peft_config.lora_alpha,
-        lora_dropout=peft_config.lora_dropout,
-        target_modules=sorted(targets) if isinstance(targets, set | list | tuple) else targets,
-        bias=peft_config.bias,
-        use_rslora=peft_config.use_rslora,
-        modules_to_save=sorted(peft_config.modules_to_save) if peft_config.modules_to_save else None,
-        fan_in_fan_out=peft_config.fan_in_fan_out,
-    ), ""
+    try:
+        return LoraSpec(
+            r=peft_config.r,
+            lora_alpha=peft_config.lora_alpha,
+            lora_dropout=peft_config.lora_dropout,
+            target_modules=sorted(targets) if isinstance(targets, set | list | tuple) else targets,
+            bias=peft_config.bias,
+            use_rslora=peft_config.use_rslora,
+            modules_to_save=sorted(peft_config.modules_to_save) if peft_config.modules_to_save else None,
+            fan_in_fan_out=peft_config.fan_in_fan_out,
+        ), ""
+    except ValidationError as error:  # a rank over 256, a module name PEFT would read as a pattern
+        return None, f"LoRA adapters the evaluator does not rebuild: {error.errors()[0]['msg']}"

@@ -45,3 +45,52 @@ def test_a_lost_label_shift_fails_on_held_out_data_though_its_own_loss_improves(
     report = (next((tmp_path / "out").iterdir()) / "report.md").read_text(encoding="utf-8")
     assert "**changed from step 1**" in report
     assert "Loss per step, both sides of the pair" in report
+
+
+OWN_MODEL_FACTORY = """
+from transformers import AutoModelForCausalLM, LlamaConfig
+
+from canary_action.train.builtin.example_factory import build_trainer as plain
+
+
+class Own:
+    def __init__(self, context):
+        self.context = context
+
+    def __getattr__(self, name):
+        return getattr(self.context, name)
+
+    @property
+    def model(self):  # the team's own loading code: a model the canary did not load
+        config = LlamaConfig(vocab_size=4096, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                             num_attention_heads=4, max_position_embeddings=256, pad_token_id=1, eos_token_id=0)
+        return AutoModelForCausalLM.from_config(config)
+
+
+def build_trainer(context):
+    return plain(Own(context))
+"""
+
+
+def test_a_factory_s_own_model_is_scored_in_its_training_process_and_says_so(tmp_path: Path) -> None:
+    (tmp_path / "team_models.py").write_text(OWN_MODEL_FACTORY, encoding="utf-8")
+    config = (Path(__file__).parents[2] / "configs" / "tiny" / "custom.yaml").read_text(encoding="utf-8")
+    (tmp_path / "canary.yaml").write_text(
+        config.replace("canary_action.train.builtin.example_factory", "team_models"), encoding="utf-8"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "canary_action", "run", "canary.yaml", "-o", "runs", "--set", "max_steps=8"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (metrics_path,) = (tmp_path / "runs").glob("*/metrics.json")
+    heldout = json.loads(metrics_path.read_text(encoding="utf-8"))["heldout"]
+    assert (heldout["status"], heldout["evaluated_in"], heldout["metric"]) == (
+        "evaluated",
+        "side_process",
+        "next_token",
+    )
+    assert [p["step"] for p in heldout["points"]] == [0, 8]
+    assert "the team's and the pull request's code were loaded there" in heldout["message"]
+    assert heldout["points"][-1]["value"] < heldout["points"][0]["value"]  # it learned
+    assert "held-out" in done.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from typing import Any
 
@@ -126,3 +127,24 @@ def test_limits_too_tight_report_every_problem() -> None:
 def test_unknown_dataset_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="unknown builtin dataset 'imdb'"):
         data.build_dataset("imdb", size=1, seed=0, **LIMITS)
+
+
+@pytest.mark.parametrize("name", list(catalog.DATASETS))
+def test_the_held_out_part_is_drawn_apart_from_the_training_part(name: str) -> None:
+    """The held-out evaluation's examples: the same shapes and lengths' distribution, none of the training rows."""
+    train = data.build_dataset(name, size=256, seed=3, **LIMITS).to_list()
+    heldout = data.build_dataset(name, size=64, seed=3, part="heldout", **LIMITS).to_list()
+    assert data.build_dataset(name, size=64, seed=3, part="heldout", **LIMITS).to_list() == heldout
+    assert not [row for row in heldout if row in train]
+    assert list(heldout[0]) == list(train[0])
+
+
+def test_builtin_text_has_an_order_a_model_can_learn() -> None:
+    """Most words are followed by one of four of their own: the next word depends on this one, so a model trained
+    to predict another position (a lost or a doubled label shift) learns less than one predicting the next."""
+    words = " ".join(row["text"] for row in data.build_dataset("sft", size=256, seed=0, **LIMITS)).split()
+    successors = data._successors()
+    followed = sum(nxt in successors[word] for word, nxt in itertools.pairwise(words)) / (len(words) - 1)
+    skipped = sum(nxt in successors[word] for word, nxt in zip(words, words[2:], strict=False)) / (len(words) - 2)
+    assert followed > 0.7  # 0.75 by construction, plus the chance draws that land on a successor
+    assert skipped < 0.25  # two positions on, the pairs do not hold

@@ -187,8 +187,10 @@ def test_a_base_side_that_did_not_learn_measurably_makes_the_verdict_neutral(tmp
 
 
 def test_a_failed_evaluation_is_not_judged_and_says_where_to_look(tmp_path: Path) -> None:
+    """A run on its own (a pair's head side that failed beside an evaluated base side fails: below)."""
     broken = HeldoutEval(status="failed", message="the evaluator exited with status 1: MemoryError")
-    result = run_compare(pair(tmp_path, broken), [])
+    baselines = [separate(tmp_path, "b", evaluation())]
+    result = run_compare(separate(tmp_path, "cur", broken), baselines)
     held = check(result, "heldout_eval")
     assert held.status == "skip"
     assert "MemoryError" in held.message
@@ -257,3 +259,34 @@ def test_the_report_says_both_lines_and_draws_both_sides_loss_curves(tmp_path: P
     assert {c.name for c in result.curves} >= {"pair/loss", "heldout"}
     assert "Loss per step, both sides of the pair" in render(result, "summary")
     assert comment.count("xychart-beta") == 4  # step time, the loss band, both sides' losses, the held-out points
+
+
+@pytest.mark.parametrize(
+    ("head", "status", "verdict"),
+    [
+        # The head side's doing: a snapshot never written or left unreadable, a claim that it never trained (no NaN
+        # recorded), an evaluation run out of time. A neutral verdict passes a required check: these fail.
+        (HeldoutEval(status="skipped", reason="no_snapshot", message="no snapshot to evaluate"), "fail", "regression"),
+        (HeldoutEval(status="failed", message="snapshot step-000040 cannot be read"), "fail", "regression"),
+        (
+            HeldoutEval(status="skipped", reason="not_trained", message="the run stopped on a non-finite value"),
+            "fail",
+            "regression",
+        ),
+        (HeldoutEval(status="failed", message="the evaluator did not finish within 900 s"), "fail", "regression"),
+        # Not its doing, or not for the gate to blame: unjudged, with the fix.
+        (HeldoutEval(status="skipped", reason="own_process", message="its own process"), "skip", "neutral"),
+        (HeldoutEval(status="skipped", reason="not_comparable", message="another model_name"), "skip", "neutral"),
+    ],
+)
+def test_a_head_side_not_evaluated_beside_an_evaluated_base_side(
+    head: HeldoutEval, status: str, verdict: str, tmp_path: Path
+) -> None:
+    result = run_compare(pair(tmp_path, head), [])
+    held = check(result, "heldout_eval")
+    assert held.status == status, held.message
+    assert result.verdict == verdict
+    if status == "fail":
+        assert "could not be evaluated on held-out data" in held.message
+    else:
+        assert held.fix is not None

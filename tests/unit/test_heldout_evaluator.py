@@ -17,8 +17,8 @@ from safetensors.torch import save_file
 
 from canary_action.config.load import load_config
 from canary_action.evaluate.client import JOB_FILE, LOG_FILE, RESULTS_FILE, Evaluator
-from canary_action.evaluate.models import SnapshotRefused, read_snapshot, trained
-from canary_action.evaluate.plan import META_FILE, SNAPSHOT_DIR, WEIGHTS_FILE, SnapshotMeta, snapshot_steps
+from canary_action.evaluate.models import SnapshotRefused, load_trained, read_meta
+from canary_action.evaluate.plan import META_FILE, SNAPSHOT_DIR, WEIGHTS_FILE, snapshot_steps
 from canary_action.files import folders_inside
 from canary_action.train.snapshots import Snapshots
 
@@ -36,22 +36,29 @@ def snapshot(run_dir: Path, tensors: dict[str, torch.Tensor], *, step: int = 4, 
     return folder
 
 
-def test_a_snapshot_reads_back_its_tensors(tmp_path: Path) -> None:
-    snapshot(tmp_path, {"w": torch.ones(2, 3)})
-    meta, tensors = read_snapshot(tmp_path, "step-000004")
-    assert meta.step == 4
-    assert torch.equal(tensors["w"], torch.ones(2, 3))
+MODEL = torch.nn.Sequential(torch.nn.Linear(3, 2))  # a stand-in for the rebuilt starting model: "0.weight", "0.bias"
+
+
+def load(run_dir: Path, name: str = "step-000004", start: Any = MODEL) -> Any:
+    return load_trained(run_dir, name, read_meta(run_dir, name), start)
+
+
+def test_a_snapshot_is_read_into_a_copy_of_the_starting_model(tmp_path: Path) -> None:
+    snapshot(tmp_path, {"0.weight": torch.full((2, 3), 7.0)})
+    model = load(tmp_path)
+    assert torch.equal(model[0].weight, torch.full((2, 3), 7.0))
+    assert not torch.equal(MODEL[0].weight, model[0].weight), "the starting model stays as it was"
 
 
 def test_a_link_in_a_side_s_snapshot_is_never_followed(tmp_path: Path) -> None:
     """A head side may leave a link where its weights were: to another model's file, or a root-only one."""
     elsewhere = tmp_path / "elsewhere.safetensors"
-    save_file({"w": torch.ones(2)}, str(elsewhere))
-    folder = snapshot(tmp_path / "run", {"w": torch.zeros(2)})
+    save_file({"0.weight": torch.ones(2, 3)}, str(elsewhere))
+    folder = snapshot(tmp_path / "run", {"0.weight": torch.zeros(2, 3)})
     (folder / WEIGHTS_FILE).unlink()
     (folder / WEIGHTS_FILE).symlink_to(elsewhere)
     with pytest.raises(SnapshotRefused, match="cannot be read"):
-        read_snapshot(tmp_path / "run", "step-000004")
+        load(tmp_path / "run")
     # ... nor a link that is the heldout folder, or a step's folder
     linked = tmp_path / "linked"
     linked.mkdir()
@@ -62,35 +69,42 @@ def test_a_link_in_a_side_s_snapshot_is_never_followed(tmp_path: Path) -> None:
 
 
 def test_a_fifo_or_a_forged_meta_is_refused_without_waiting(tmp_path: Path) -> None:
-    folder = snapshot(tmp_path, {"w": torch.ones(2)})
+    folder = snapshot(tmp_path, {"0.weight": torch.ones(2, 3)})
     (folder / WEIGHTS_FILE).unlink()
     os.mkfifo(folder / WEIGHTS_FILE)  # opening it for reading would wait for a writer forever
     started = time.monotonic()
     with pytest.raises(SnapshotRefused, match="not a regular file"):
-        read_snapshot(tmp_path, "step-000004")
+        load(tmp_path)
     assert time.monotonic() - started < 5
-    other = snapshot(tmp_path / "b", {"w": torch.ones(2)}, code="import os")  # a key the meta does not have
+    snapshot(tmp_path / "b", {"0.weight": torch.ones(2, 3)}, code="import os")  # a key the meta does not have
     with pytest.raises(SnapshotRefused, match="cannot be read"):
-        read_snapshot(tmp_path / "b", other.name)
-    snapshot(tmp_path / "c", {"w": torch.ones(2)}, num_tensors=5)  # says more tensors than it holds
-    with pytest.raises(SnapshotRefused, match="does not hold the 5"):
-        read_snapshot(tmp_path / "c", "step-000004")
-    broken = snapshot(tmp_path / "d", {"w": torch.ones(2)})
+        load(tmp_path / "b")
+    snapshot(tmp_path / "c", {"0.weight": torch.ones(2, 3)}, num_tensors=5)  # names more tensors than it holds
+    with pytest.raises(SnapshotRefused, match="not the 5 it names"):
+        load(tmp_path / "c")
+    broken = snapshot(tmp_path / "d", {"0.weight": torch.ones(2, 3)})
     (broken / WEIGHTS_FILE).write_bytes(b"\xff" * 64)  # not a safetensors header
     with pytest.raises(SnapshotRefused, match=r"cannot be read|not a safetensors file"):
-        read_snapshot(tmp_path / "d", broken.name)
+        load(tmp_path / "d")
+    lora = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": "(.+)+q_proj"}  # a pattern: PEFT's regex
+    snapshot(tmp_path / "e", {"0.weight": torch.ones(2, 3)}, lora=lora)
+    with pytest.raises(SnapshotRefused, match="cannot be read"):
+        read_meta(tmp_path / "e", "step-000004")
+    snapshot(tmp_path / "f", {"0.weight": torch.ones(2, 3)}, lora={**lora, "target_modules": ["q_proj"], "r": 4096})
+    with pytest.raises(SnapshotRefused, match="cannot be read"):
+        read_meta(tmp_path / "f", "step-000004")
 
 
-def test_tensors_must_fit_the_rebuilt_model(tmp_path: Path) -> None:
-    start = torch.nn.Sequential(torch.nn.Linear(3, 2))
-    meta = SnapshotMeta(step=4, model_name="builtin:tiny-llama", lora=None, num_tensors=1, num_parameters=6)
-    with pytest.raises(SnapshotRefused, match="the rebuilt model lacks"):
-        trained(start, meta, {"0.extra": torch.ones(2, 3)})  # type: ignore[arg-type]
-    with pytest.raises(SnapshotRefused, match=r"\(3, 2\) in the snapshot, \(2, 3\) rebuilt"):
-        trained(start, meta, {"0.weight": torch.ones(3, 2)})  # type: ignore[arg-type]
-    model = trained(start, meta, {"0.weight": torch.full((2, 3), 7.0)})  # type: ignore[arg-type]
-    assert torch.equal(model[0].weight, torch.full((2, 3), 7.0))
-    assert not torch.equal(start[0].weight, model[0].weight), "the starting model stays as it was"
+def test_tensors_must_fit_the_rebuilt_model_before_any_is_read(tmp_path: Path) -> None:
+    snapshot(tmp_path / "a", {"0.extra": torch.ones(2, 3)})
+    with pytest.raises(SnapshotRefused, match=r"a tensor the rebuilt model lacks: 0\.extra"):
+        load(tmp_path / "a")
+    snapshot(tmp_path / "b", {"0.weight": torch.ones(3, 2)})
+    with pytest.raises(SnapshotRefused, match=r"is \(3, 2\) in the snapshot, \(2, 3\) rebuilt"):
+        load(tmp_path / "b")
+    snapshot(tmp_path / "c", {"0.weight": torch.ones(2, 3, dtype=torch.int64)})
+    with pytest.raises(SnapshotRefused, match="not a floating-point tensor"):
+        load(tmp_path / "c")
 
 
 def test_the_evaluator_is_isolated_holds_no_token_and_no_pull_request_tree(tmp_path: Path) -> None:
@@ -98,7 +112,7 @@ def test_the_evaluator_is_isolated_holds_no_token_and_no_pull_request_tree(tmp_p
     os.environ["GITHUB_TOKEN"] = "ghs_never_in_the_evaluator"
     os.environ["CANARY_CODE_TREE"] = str(tmp_path / "pull-request")
     try:
-        evaluator = Evaluator.start(config, [("run", config, tmp_path)], tmp_path / "eval", trusted_tree=None)
+        evaluator = Evaluator.start(config, [("run", config, tmp_path, True)], tmp_path / "eval", trusted_tree=None)
     finally:
         del os.environ["GITHUB_TOKEN"], os.environ["CANARY_CODE_TREE"]
     pid = evaluator.process.pid
@@ -106,12 +120,14 @@ def test_the_evaluator_is_isolated_holds_no_token_and_no_pull_request_tree(tmp_p
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         cwd = Path(f"/proc/{pid}/cwd").resolve()
+        empty = not any(cwd.iterdir())
     finally:
         evaluator.cancel()
     assert not [v for v in environ if v.startswith((b"GITHUB_TOKEN=", b"CANARY_CODE_TREE="))]
     assert command[1:4] == [b"-I", b"-m", b"canary_action.evaluate"]
     assert cwd != Path.cwd()
-    assert not any(cwd.iterdir()), "it works in an empty folder of its own"
+    assert empty, "it works in an empty folder of its own"
+    assert not cwd.exists(), "removed when it ends"
     assert not any((tmp_path / "eval").iterdir()), "cancelled: its job and log are removed"
 
 
@@ -120,8 +136,8 @@ def test_an_evaluator_that_breaks_is_said_in_each_evaluation_with_its_log(tmp_pa
     broken = tmp_path / "python"
     broken.write_text("#!/bin/sh\necho 'out of memory while importing torch' >&2\nexit 7\n", encoding="utf-8")
     broken.chmod(0o755)
-    evaluator = Evaluator.start(config, [("base", config, tmp_path), ("head", config, tmp_path)], tmp_path / "e",
-                                trusted_tree=None, python=str(broken))  # fmt: skip
+    subjects = [("base", config, tmp_path, True), ("head", config, tmp_path, False)]
+    evaluator = Evaluator.start(config, subjects, tmp_path / "e", trusted_tree=None, python=str(broken))
     found = evaluator.finish(timeout_s=30)
     assert set(found) == {"base", "head"}
     for evaluation in found.values():
@@ -134,14 +150,16 @@ def test_an_evaluator_that_breaks_is_said_in_each_evaluation_with_its_log(tmp_pa
     assert not (tmp_path / "e" / RESULTS_FILE).exists()
 
 
-def test_a_model_the_canary_did_not_load_is_said_not_snapshotted(tmp_path: Path) -> None:
+def test_a_factory_s_own_model_that_cannot_be_scored_says_why_and_saves_nothing(tmp_path: Path) -> None:
+    """The trainer's model is not the one the canary loaded: it is scored in the training process instead
+    (tests/integration/test_correctness.py); here that scoring breaks, and the evaluation will say why."""
     config = load_config(SFT).config
     snapshots = Snapshots(config, tmp_path)
     own_model = torch.nn.Linear(2, 2)
-    setup = SimpleNamespace(model=torch.nn.Linear(2, 2))  # what the canary loaded: not the trainer's
+    setup = SimpleNamespace(model=torch.nn.Linear(2, 2))  # what the canary loaded (not the trainer's); no placement
     snapshots.attach(SimpleNamespace(model=own_model), setup)  # type: ignore[arg-type]
     assert snapshots.refusal is not None
-    assert "cannot be rebuilt" in snapshots.refusal
+    assert "could not be scored on held-out examples in the training process" in snapshots.refusal
     assert "context.model" in (tmp_path / SNAPSHOT_DIR / "refused.txt").read_text(encoding="utf-8")
     snapshots.final(4)
     assert not folders_inside(tmp_path, [SNAPSHOT_DIR]), "nothing saved"
@@ -156,11 +174,50 @@ def test_the_loaded_model_is_saved_at_the_steps_asked_and_at_the_end(tmp_path: P
         snapshots.between_steps(step, going_on=step < 10)
     snapshots.final(10)
     assert folders_inside(tmp_path, [SNAPSHOT_DIR]) == ["step-000003", "step-000005", "step-000010"]
-    meta, tensors = read_snapshot(tmp_path, "step-000010")
-    assert (meta.step, meta.lora, sorted(tensors)) == (10, None, ["bias", "weight"])
+    meta = read_meta(tmp_path, "step-000010")
+    assert (meta.step, meta.lora, meta.num_tensors) == (10, None, 2)
+    assert torch.equal(load_trained(tmp_path, "step-000010", meta, torch.nn.Linear(2, 2)).weight, model.weight)
 
 
-def test_snapshot_steps_default_to_halfway(tmp_path: Path) -> None:
-    assert snapshot_steps(load_config(SFT, ["max_steps=30"]).config) == [15]
-    assert snapshot_steps(load_config(SFT, ["max_steps=3"]).config) == []
+def test_snapshot_steps_default_to_halfway_in_runs_of_100_steps_or_more(tmp_path: Path) -> None:
+    assert snapshot_steps(load_config(SFT, ["max_steps=120"]).config) == [60]
+    assert snapshot_steps(load_config(SFT, ["max_steps=99"]).config) == []
     assert snapshot_steps(load_config(SFT, ["heldout.steps=[9,2,9]"]).config) == [2, 9]
+
+
+def test_what_an_evaluator_finished_before_a_timeout_is_kept(tmp_path: Path) -> None:
+    """The base side is scored first and written at once: a head side that runs the evaluation into the time limit
+    loses only its own figure."""
+    config = load_config(SFT).config
+    slow = tmp_path / "python"
+    slow.write_text(
+        "#!/bin/sh\n"  # what the evaluator writes once the base side is done, then a head side that never ends
+        f'echo \'{{"evaluations": {{"base": {{"status": "skipped", "reason": "off"}}}}}}\' '
+        f"> {tmp_path / 'e' / RESULTS_FILE}\nsleep 60\n",
+        encoding="utf-8",
+    )
+    slow.chmod(0o755)
+    subjects = [("base", config, tmp_path, True), ("head", config, tmp_path, False)]
+    evaluator = Evaluator.start(config, subjects, tmp_path / "e", trusted_tree=None, python=str(slow))
+    time.sleep(0.5)
+    found = evaluator.finish(timeout_s=3)
+    assert (found["base"].status, found["base"].reason) == ("skipped", "off")
+    assert found["head"].status == "failed"
+    assert "did not finish within 3 s" in (found["head"].message or "")
+
+
+def test_a_file_s_held_out_rows_are_those_after_the_training_ones(tmp_path: Path) -> None:
+    from canary_action.errors import ConfigError
+    from canary_action.train.builtin.tokenizer import build_tokenizer
+    from canary_action.train.data import load_heldout
+
+    rows = tmp_path / "prefs.jsonl"
+    rows.write_text("".join(json.dumps({"text": f"row {i}"}) + "\n" for i in range(10)), encoding="utf-8")
+    config = load_config(SFT, [f"dataset_name={rows}", "dataset_size=6", "heldout.num_examples=8"]).config
+    held, said = load_heldout(config, build_tokenizer())
+    assert held["text"] == ["row 6", "row 7", "row 8", "row 9"]  # what is there after the first six
+    assert said == f"rows 6-9 of {rows} (train), after the training rows"
+    every = load_config(SFT, [f"dataset_name={rows}", "dataset_size=10"]).config
+    with pytest.raises(ConfigError, match="none after the first dataset_size") as refused:
+        load_heldout(every, build_tokenizer())
+    assert "heldout.dataset_name" in (refused.value.fix or "")

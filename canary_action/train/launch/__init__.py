@@ -41,7 +41,7 @@ def run_canary(loaded: LoadedConfig, output_dir: Path | None = None) -> RunOutco
     # Started before this process's own imports, so that the evaluator's (seconds) lie beside them: held-out
     # evaluation (launch/heldout.py), with the run as its own trusted config.
     config = loaded.config
-    evaluator = heldout.start_evaluator(config, [("run", config, run_dir)], run_dir, trusted_tree=tree)
+    evaluator = heldout.start_evaluator(config, [("run", config, run_dir, True)], run_dir, trusted_tree=tree)
     # The first of the lines that say what a run is loading (train/progress.py has the others): these imports
     # alone take seconds to tens of seconds.
     say("loading torch, transformers and trl")

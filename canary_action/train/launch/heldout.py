@@ -21,13 +21,14 @@ from canary_action.metrics.heldout import HeldoutEval
 
 def start_evaluator(
     trusted: CommonConfig,
-    subjects: Sequence[tuple[str, CommonConfig, Path]],
+    subjects: Sequence[tuple[str, CommonConfig, Path, bool]],
     folder: Path,
     *,
     trusted_tree: Path | None,
     python: str | None = None,
 ) -> Evaluator | None:
-    """The evaluator for these subjects, started now; None when the trusted config turns the evaluation off."""
+    """The evaluator for these subjects (name, config, run folder, trusted), started now; None when the trusted
+    config turns the evaluation off."""
     if not trusted.heldout.enabled:
         return None
     return Evaluator.start(trusted, subjects, folder, trusted_tree=trusted_tree, python=python)

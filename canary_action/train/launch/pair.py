@@ -140,7 +140,7 @@ def run_pair(
     rng = random.Random(seed)
     hung: TimeoutError | None = None
     interrupted: KeyboardInterrupt | None = None
-    evaluator: Evaluator | None = None
+    evaluator: Evaluator | str | None = None
     try:
         resolved = [s.tree for s in sides]
         shared = set(cpus) if cpus else pair_cpus(sides[1].loaded)
@@ -158,8 +158,11 @@ def run_pair(
     finally:
         for side in reversed(sides):  # each side writes its metrics.json, whatever ended the pair; the head first
             _finish(side, now=hung is not None or interrupted is not None)
+    try:  # the sides' environments stay until then: the evaluator may run with the base side's (--setup)
+        evaluations = _evaluate(evaluator, sides, stopped=hung is not None or interrupted is not None)
+    finally:
+        for side in sides:
             _clean(side)
-    evaluations = _evaluate(evaluator, sides, stopped=hung is not None or interrupted is not None)
     finished = datetime.now(UTC)
     base, head = sides
     record = PairRecord(
@@ -182,26 +185,38 @@ def run_pair(
     return PairOutcome(pair_dir, record, *paths, error=error, notes=notes)
 
 
-def _start_evaluator(sides: list[_Side], pair_dir: Path, pair_cpus: set[int]) -> Evaluator | None:
+def _start_evaluator(sides: list[_Side], pair_dir: Path, pair_cpus: set[int]) -> Evaluator | str | None:
     """The held-out evaluator of both sides, by the base side's config (the default branch's: it decides the
     examples and the metric), with the base tree for its reward functions; off the pair's CPUs where others are
-    free. Its imports run beside the sides' loading and training, at idle priority (evaluate/process.py)."""
+    free. Its imports run beside the sides' loading and training, at idle priority (evaluate/process.py). None: the
+    base config turns it off; a string: why it could not start."""
     base = sides[0]
     python = str(sys.executable) if importlib.util.find_spec("torch") is not None else str(base.python)
-    evaluator = heldout.start_evaluator(
-        base.loaded.config, [(s.name, s.loaded.config, s.run_dir) for s in sides], pair_dir, trusted_tree=base.tree,
-        python=python,
-    )  # fmt: skip
+    subjects = [(s.name, s.loaded.config, s.run_dir, s.name == "base") for s in sides]  # the head's is untrusted
+    try:
+        evaluator = heldout.start_evaluator(
+            base.loaded.config, subjects, pair_dir, trusted_tree=base.tree, python=python
+        )
+    except OSError as error:
+        return f"the held-out evaluator could not start: {error}"
     others = set(os.sched_getaffinity(0)) - pair_cpus
     if evaluator is not None and others:
-        pin_process(evaluator.process.pid, others)
+        with contextlib.suppress(ImportError, OSError):  # psutil is the [train] extra's; pinning only helps
+            pin_process(evaluator.process.pid, others)
     return evaluator
 
 
-def _evaluate(evaluator: Evaluator | None, sides: list[_Side], *, stopped: bool) -> dict[Side, HeldoutEval] | None:
+def _evaluate(
+    evaluator: Evaluator | str | None, sides: list[_Side], *, stopped: bool
+) -> dict[Side, HeldoutEval] | None:
     """Both sides' held-out evaluations, once both have ended (None: the base config turns it off)."""
     if evaluator is None:
         return None
+    if isinstance(evaluator, str):
+        return {
+            "base": HeldoutEval(status="failed", message=evaluator),
+            "head": HeldoutEval(status="failed", message=evaluator),
+        }
     if stopped:  # a hang or an interrupt: the pair is over without a verdict on learning
         evaluator.cancel()
         why = HeldoutEval(status="skipped", reason="stopped", message="the pair was stopped before it ended")

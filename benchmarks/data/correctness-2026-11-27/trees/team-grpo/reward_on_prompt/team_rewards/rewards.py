@@ -5,7 +5,7 @@ EARLY = frozenset("abcdefg")
 
 def early_letters(completions, **kwargs):
     scores = []
-    for completion in completions:
+    for completion in kwargs["prompts"]:
         words = completion.split()
         scores.append(sum(word[0] in EARLY for word in words) / len(words) if words else 0.0)
     return scores
