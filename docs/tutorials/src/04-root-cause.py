@@ -95,7 +95,9 @@ for outcome in baselines:
 # split the step into data wait and compute and see which part grew.
 
 # %%
-slow_data = api.run(CONFIG, output_dir=WORK / "slow-data", overrides=[*QUICK, "fault_injection.slow_data_s_per_step=1.0"])
+slow_data = api.run(
+    CONFIG, output_dir=WORK / "slow-data", overrides=[*QUICK, "fault_injection.slow_data_s_per_step=1.0"]
+)
 result_data = api.compare(slow_data.metrics_path, BASELINES)
 show(result_data)
 
