@@ -38,12 +38,9 @@ def find_repo() -> Path:
 
 REPO = find_repo()
 CONFIG = REPO / "configs" / "tiny" / "sft.yaml"
-# The held-out evaluation scores each run in a process of its own (seconds): off here, where this notebook is about
-# something else; 04-root-cause shows it.
-STEPS = [
-    "max_steps=50",
-    "heldout.enabled=false",
-]  # the file's 30 steps, stretched: divergence is judged from the 15th finite loss on
+# The file's 30 steps, stretched: divergence is judged from the 15th finite loss on. The held-out evaluation scores
+# each run in a process of its own (seconds): off here, where this notebook is about stability; 04-root-cause shows it.
+STEPS = ["max_steps=50", "heldout.enabled=false"]
 WORK = Path("runs") / "stability"  # beside the notebook; runs/ is ignored by git
 if WORK.exists():
     shutil.rmtree(WORK)  # a fresh start: the baseline folder must hold this notebook's runs only
