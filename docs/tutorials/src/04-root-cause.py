@@ -15,7 +15,7 @@
 # | a memory regression | `max_length` 96 → 384: longer sequences | more host memory (RSS), slower steps |
 # | a NaN | `fault_injection.nan_loss_at_step` | a non-finite loss at one step |
 # | a straggler rank | `fault_injection.slow_rank` in a 2-process DDP run | one rank slow, the other waits for it |
-# | a correctness slip | a team's `compute_loss` loses its label shift | a lower training loss, a model that learned nothing useful |
+# | a correctness slip | a team's `compute_loss` loses its label shift | a lower loss, a model that learned nothing |
 #
 # The assertion cells check, when the notebook runs in CI, that the top suspect of each is the planted cause.
 # The [quickstart](01-quickstart.ipynb) covers running, comparing and the report.
@@ -440,7 +440,7 @@ display(Markdown("\n".join(story)))
 # | memory up, a shape key changed | `config`, `memory` | revert the key in a branch; `--allow-change` if meant |
 # | reserved far above allocated | `memory` | `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` |
 # | NaN/Inf at step k | `numerics`, always first | `stability.non_finite` in metrics.json; bf16; a lower LR |
-# | held-out figure worse, numerics changed from step k | `numerics` (the math) | diff the named file's loss, collator or data against the base |
+# | held-out figure worse, math changed from step k | `numerics` | diff the named file's loss, collator or data |
 # | one rank's compute above the rest | `communication` | metrics.json's `distributed` per-rank figures |
 # | a library moved | `dependency` | pin the old version in a branch and rerun |
 # | a period in the step-time chart | `io` | raise the logging/save intervals |
