@@ -64,10 +64,18 @@ def _heldout(evaluation: HeldoutEval | None) -> list[str]:
     path = " → ".join(f"{p.value:.4g}" for p in evaluation.points)
     steps = ", ".join(str(p.step) for p in evaluation.points)
     cost = f", {evaluation.wall_s:.1f} s after training" if evaluation.wall_s is not None else ""
-    return [
+    lines = [
         f"  held-out        {label.removeprefix('held-out ')} {path} {unit} at steps {steps} ({better} is better; "
         f"{evaluation.num_examples} examples{cost})"
     ]
+    learned = evaluation.learning()
+    if learned is not None:  # how measurably it learns: the figure a team sizes its canary by
+        mean, se = learned
+        said = f"  learned         {mean:+.3g} {unit} ({mean / se:.0f}× its standard error)" if se > 0 else ""
+        if said and mean < 2 * se:
+            said += "; too little to judge learning: docs/correctness.md, 'Sizing a canary'"
+        lines += [said] if said else []
+    return lines
 
 
 def _ranks_report(dist: Distributed | None) -> list[str]:

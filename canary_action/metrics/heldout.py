@@ -10,6 +10,8 @@ difference of two means.
 
 from __future__ import annotations
 
+import math
+import statistics
 from typing import Annotated, Final, Literal
 
 from pydantic import Field
@@ -87,3 +89,16 @@ class HeldoutEval(Record):
         """The point of the most trained model (None when only the start was evaluated)."""
         trained = [p for p in self.points if p.step > 0]
         return max(trained, key=lambda p: p.step) if trained else None
+
+    def learning(self) -> tuple[float, float] | None:
+        """What the run learned on its held-out examples, from its start to its end, in the metric's unit and in
+        its better direction, and the standard error of that mean: how measurably it learns (None: no start and
+        end of the same examples)."""
+        start, end = self.start, self.end
+        if self.metric is None or start is None or end is None or len(start.examples) != len(end.examples):
+            return None
+        sign = 1.0 if METRICS[self.metric][2] == "lower" else -1.0
+        gains = [sign * (s - e) for s, e in zip(start.examples, end.examples, strict=True)]
+        if len(gains) < 2:
+            return None
+        return statistics.fmean(gains), statistics.stdev(gains) / math.sqrt(len(gains))

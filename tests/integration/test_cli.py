@@ -136,6 +136,11 @@ def test_run_prints_the_summary_users_know(tmp_path: Path) -> None:
     assert [p.step for p in heldout.points] == [0, 6]  # no point halfway in a run under 100 steps
     held_out = r"^  held-out        loss [\d.]+ → [\d.]+ nats/token at steps 0, 6 \(lower is better; 64 examples"
     assert re.search(held_out, result.stdout, re.M)
+    learned = heldout.learning()
+    assert learned is not None
+    assert f"  learned         {learned[0]:+.3g} nats/token ({learned[0] / learned[1]:.0f}× its standard error)" in (
+        result.stdout
+    )
 
 
 def test_env_shows_the_threads_a_run_records(tmp_path: Path) -> None:

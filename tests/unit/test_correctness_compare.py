@@ -176,6 +176,23 @@ def test_on_cuda_without_a_measured_tolerance_numerics_are_reported_not_judged(t
     assert not result.numerics.judged
 
 
+def test_a_run_says_how_measurably_it_learned_and_when_it_is_too_little() -> None:
+    """Item 5: `canary run` prints the learning a team sizes its canary by, in standard errors of it."""
+    from canary_action.cli_summary import _heldout
+
+    learned = evaluation(learned=1.0).learning()
+    assert learned is not None
+    assert learned[0] == pytest.approx(1.0, abs=0.03)  # lower is better: a loss 1 nat lower learned +1
+    assert learned[0] / learned[1] > 100
+    [line] = [s for s in _heldout(evaluation(learned=1.0)) if s.lstrip().startswith("learned")]
+    assert "its standard error)" in line and "too little" not in line
+    [line] = [s for s in _heldout(evaluation(learned=0.005, noise=0.1)) if s.lstrip().startswith("learned")]
+    assert "too little to judge learning: docs/correctness.md, 'Sizing a canary'" in line
+    preference = evaluation(learned=0.4, metric="preference").learning()
+    assert preference is not None and preference[0] == pytest.approx(0.4, abs=0.03)  # higher is better
+    assert HeldoutEval(status="skipped", reason="off").learning() is None
+
+
 def test_a_base_side_that_did_not_learn_measurably_makes_the_verdict_neutral(tmp_path: Path) -> None:
     result = run_compare(pair(tmp_path, evaluation(learned=0.0), base_eval=evaluation(learned=-0.05, seed=2)), [])
     held = check(result, "heldout_eval")
