@@ -364,6 +364,8 @@ class Judged:
     first_step: int | None
     eval_s: float | None
     """The evaluation's own seconds after training (both sides)."""
+    failed: tuple[str, ...] = ()
+    """The checks that failed."""
 
 
 def judge_all(data: Path, rows: Sequence[dict[str, Any]]) -> list[Judged]:
@@ -386,6 +388,7 @@ def judge_all(data: Path, rows: Sequence[dict[str, Any]]) -> list[Judged]:
             numerics=result.numerics.state if result.numerics else "none",
             first_step=result.numerics.first_step if result.numerics else None,
             eval_s=sum(seconds) if seconds else None,
+            failed=tuple(c.name for c in result.checks if c.status == "fail"),
         ))  # fmt: skip
     return judged
 
@@ -400,13 +403,17 @@ def render(judged: Sequence[Judged], when: str) -> str:
         "numerics |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    order = [(f, label) for f in FAMILIES for label in ("aa", *(lb for (ff, lb) in HEADS if ff == f))]
+    order = [(f, label) for f in FAMILIES for label in ("aa", "aa-off", *(lb for (ff, lb) in HEADS if ff == f))]
     for family, label in order:
         group = [j for j in judged if j.family == family and j.label == label]
         if not group:
             continue
         kind = group[0].kind
-        what = HEADS[(family, label)][1] if (family, label) in HEADS else "the base tree on both sides"
+        what = (
+            HEADS[(family, label)][1]
+            if (family, label) in HEADS
+            else "the base tree on both sides" + (", the held-out evaluation off" if label == "aa-off" else "")
+        )
         shares = [j.heldout_share for j in group if j.heldout_share is not None]
         share = f"{min(shares):+.1f} … {max(shares):+.1f}" if shares else "—"
         numerics = ", ".join(sorted({_numerics(j) for j in group}))
@@ -431,17 +438,27 @@ def _rates(judged: Sequence[Judged]) -> str:
     slips = [j for j in judged if j.kind == "slip"]
     harmless = [j for j in judged if j.kind == "harmless"]
     refactors = [j for j in judged if j.kind == "refactor"]
-    aa = [j for j in judged if j.kind == "aa"]
-    caught = sum(j.verdict == "regression" for j in slips)
-    alarms = sum(j.verdict != "pass" for j in refactors)
-    identical = sum(j.numerics == "identical" for j in aa)
-    kinds = len({(j.family, j.label) for j in slips})
-    said = sum(j.verdict == "pass" and j.numerics == "changed" for j in harmless)
-    return (
-        f"Slips: {caught} of {len(slips)} pairs failed ({kinds} kinds); harmless slips: {said} of {len(harmless)} "
-        f"passed with their numerics reported changed; refactors: {alarms} of {len(refactors)} pairs did not pass; "
-        f"A/A pairs: numerics identical in {identical} of {len(aa)}, {sum(j.verdict == 'pass' for j in aa)} passed."
-    )
+    aa = [j for j in judged if j.kind in ("aa", "aa-off")]
+    parts = []
+    if slips:
+        kinds = len({(j.family, j.label) for j in slips})
+        caught = sum(j.verdict == "regression" for j in slips)
+        parts.append(f"Slips: {caught} of {len(slips)} pairs failed ({kinds} kinds)")
+    if harmless:
+        said = sum(j.verdict == "pass" and j.numerics == "changed" for j in harmless)
+        parts.append(f"harmless slips: {said} of {len(harmless)} passed with their numerics reported changed")
+    if refactors:
+        parts.append(f"refactors: {sum(j.verdict != 'pass' for j in refactors)} of {len(refactors)} pairs did not pass")
+    if aa:
+        identical = sum(j.numerics == "identical" for j in aa if j.kind == "aa")
+        evaluated = sum(j.kind == "aa" for j in aa)
+        alarms = [j for j in aa if j.verdict != "pass"]
+        said = "; ".join(f"{j.family} {j.label} {j.verdict} ({', '.join(j.failed) or 'none failed'})" for j in alarms)
+        parts.append(
+            f"A/A pairs: numerics identical in {identical} of {evaluated} with the evaluation, "
+            f"{len(aa) - len(alarms)} of {len(aa)} passed" + (f" — not: {said}" if alarms else "")
+        )
+    return "; ".join(parts) + "."
 
 
 def _cost(judged: Sequence[Judged]) -> str:
