@@ -88,7 +88,12 @@ def load_trained(run_dir: Path, name: str, meta: SnapshotMeta, start: PreTrained
     if meta.lora is not None:
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(**meta.lora.model_dump(), task_type="CAUSAL_LM"))
+        try:
+            model = get_peft_model(model, LoraConfig(**meta.lora.model_dump(), task_type="CAUSAL_LM"))
+        except Exception as error:  # PEFT's refusals (targets the model lacks...) have no common base
+            raise SnapshotRefused(
+                f"snapshot {name}: its LoRA structure cannot be rebuilt: {str(error)[:300]}"
+            ) from error
     parameters = dict(model.named_parameters())
     try:
         # /proc/self/fd/N: the descriptor's own file (opened without following a link), however its path changes.

@@ -116,6 +116,12 @@ class EvalJob(Closed):
         "auto", description="auto: as training placed itself (train/placement.py): CUDA when visible, unless cpu."
     )
     output: str = Field(description="Where the results (EvalResults) are written.")
+    scratch: str | None = Field(
+        None, description="A folder of the starter's own for what loading writes (removed by the starter)."
+    )
+    cpus: list[int] | None = Field(
+        None, description="The CPUs to score on once training has ended: the starter's, before it pinned the evaluator."
+    )
 
 
 class EvalResults(Closed):

@@ -1,8 +1,9 @@
 """The evaluator process: `python -I -m canary_action.evaluate --job JOB.json`, started by client.py.
 
-Until it is told to go (a line "go" on stdin) it runs at idle priority (SCHED_IDLE: only on a CPU nothing else
-wants) and computes nothing: it imports the libraries, loads the held-out examples and tokenizes them, so that
-this cost lies beside the training, not after it. Then, at normal priority where it may, it scores each
+Until it is told to go (a line "go" on stdin) it runs at idle priority where it may come back from it (SCHED_IDLE:
+only on a CPU nothing else wants; priority.py) and computes nothing: it imports the libraries, loads the held-out
+examples and tokenizes them, so that this cost lies beside the training, not after it. Then, at normal priority
+(the starter brings it back as it says go, finished preparing or not), it scores each
 subject's starting model and every snapshot its training left, and writes the results (plan.EvalResults) to the
 job's output file. "stop", or the end of stdin, ends it without evaluating. Exit status 0 when the results are
 written (a subject that could not be evaluated says so in its result), 2 when the job itself is unreadable.
@@ -33,6 +34,7 @@ from canary_action.evaluate.plan import (
     Subject,
     snapshot_steps,
 )
+from canary_action.evaluate.priority import can_leave_idle, set_policy
 from canary_action.metrics.heldout import HeldoutEval, HeldoutPoint
 
 _SNAPSHOT_NAME = re.compile(r"step-(\d{6})")
@@ -42,13 +44,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m canary_action.evaluate")
     parser.add_argument("--job", type=Path, required=True, help="The job (canary_action.evaluate.plan.EvalJob).")
     args = parser.parse_args(argv)
-    cpus = os.sched_getaffinity(0)  # before whoever started it pins it away from a pair's training CPUs
-    _set_priority(idle=True)
+    if can_leave_idle():
+        set_policy(None, idle=True)
     try:
         job = EvalJob.model_validate_json(args.job.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         print(f"rlhf-canary evaluator: unreadable job {args.job}: {error}", file=sys.stderr)
         return 2
+    # The starter's CPUs, from before it pinned this process away from a pair's training CPUs.
+    cpus = set(job.cpus) if job.cpus else os.sched_getaffinity(0)
     started = time.monotonic()
     try:
         prepared: Prepared | str = Prepared.make(job)
@@ -57,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prepared = f"the held-out evaluation could not be prepared: {type(error).__name__}: {str(error)[:500]}"
     if sys.stdin.readline().strip() != "go":
         return 0
-    _set_priority(idle=False)
+    set_policy(None, idle=False)  # the starter did, as it said go; again for threads started since
     _use(cpus, prepared)
     go = time.monotonic()
     evaluations: dict[str, HeldoutEval] = {}
@@ -104,15 +108,6 @@ def _use(cpus: set[int], prepared: Prepared | str) -> None:
         torch.set_num_threads(min(len(cpus), 8))
 
 
-def _set_priority(*, idle: bool) -> None:
-    """Every thread of this process to SCHED_IDLE, or back to the normal policy (refused without privilege once
-    idle: it then stays idle, which costs only when something else wants the CPU)."""
-    policy = os.SCHED_IDLE if idle else os.SCHED_OTHER
-    for task in _threads():
-        with contextlib.suppress(OSError):
-            os.sched_setscheduler(task, policy, os.sched_param(0))
-
-
 def _threads() -> list[int]:
     """This process's threads (policy and affinity are per thread on Linux)."""
     return [int(task.name) for task in Path("/proc/self/task").iterdir()]
@@ -137,15 +132,19 @@ class Prepared:
         on_cuda = job.device == "cuda" or (job.device == "auto" and self.trusted.device != "cpu"
                                            and torch.cuda.is_available())  # fmt: skip
         self.device = torch.device("cuda" if on_cuda else "cpu")
-        self.loader = Loader(self.device, Path(tempfile.mkdtemp(prefix="rlhf-canary-eval-")), {})
+        scratch = Path(job.scratch) if job.scratch else Path(tempfile.mkdtemp(prefix="rlhf-canary-eval-"))
+        self.loader = Loader(self.device, scratch, {})
         setup = self.loader.setup(self.trusted)
         self.set = heldout_set(self.trusted, setup.tokenizer)
         self.scorer = Scorer(self.trusted, setup.tokenizer, self.set, self.device, setup.load_model)
         self._starts: dict[Any, HeldoutPoint] = {}
-        for subject in job.subjects:  # loading is no computing: done now, beside the training
-            config = parse_config(subject.config, source=f"the {subject.name} run's config").config
-            if self._differs(subject.name, config) is None:
-                self.loader.start(config)
+        # Loading is no computing: done now, beside the training — on a CPU (a GPU's memory is the training's
+        # until it ends). A subject whose model does not load says so in its own evaluation, not in every one's.
+        for subject in job.subjects if self.device.type == "cpu" else []:
+            with contextlib.suppress(Exception):
+                config = parse_config(subject.config, source=f"the {subject.name} run's config").config
+                if self._differs(subject.name, config) is None:
+                    self.loader.start(config)
 
     @classmethod
     def make(cls, job: EvalJob) -> Prepared:

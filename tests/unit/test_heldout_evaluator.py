@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,7 +19,7 @@ from safetensors.torch import save_file
 from canary_action.config.load import load_config
 from canary_action.evaluate.client import JOB_FILE, LOG_FILE, RESULTS_FILE, Evaluator
 from canary_action.evaluate.models import SnapshotRefused, load_trained, read_meta
-from canary_action.evaluate.plan import META_FILE, SNAPSHOT_DIR, WEIGHTS_FILE, snapshot_steps
+from canary_action.evaluate.plan import META_FILE, SNAPSHOT_DIR, WEIGHTS_FILE, EvalJob, snapshot_steps
 from canary_action.files import folders_inside
 from canary_action.train.snapshots import Snapshots
 
@@ -93,6 +94,10 @@ def test_a_fifo_or_a_forged_meta_is_refused_without_waiting(tmp_path: Path) -> N
     snapshot(tmp_path / "f", {"0.weight": torch.ones(2, 3)}, lora={**lora, "target_modules": ["q_proj"], "r": 4096})
     with pytest.raises(SnapshotRefused, match="cannot be read"):
         read_meta(tmp_path / "f", "step-000004")
+    # Adapters on modules the model lacks: PEFT refuses, and the snapshot is refused (its run's other points kept)
+    snapshot(tmp_path / "g", {"0.weight": torch.ones(2, 3)}, lora={**lora, "target_modules": ["q_proj"]})
+    with pytest.raises(SnapshotRefused, match="its LoRA structure cannot be rebuilt"):
+        load(tmp_path / "g")
 
 
 def test_tensors_must_fit_the_rebuilt_model_before_any_is_read(tmp_path: Path) -> None:
@@ -108,11 +113,17 @@ def test_tensors_must_fit_the_rebuilt_model_before_any_is_read(tmp_path: Path) -
 
 
 def test_the_evaluator_is_isolated_holds_no_token_and_no_pull_request_tree(tmp_path: Path) -> None:
+    """It runs where the trusted training runs (relative data and model paths resolve as there: with -I that
+    folder is not on its import path), its scratch in a folder of its own, removed when it ends."""
     config = load_config(SFT).config
+    trusted = tmp_path / "trusted-tree"
+    trusted.mkdir()
     os.environ["GITHUB_TOKEN"] = "ghs_never_in_the_evaluator"
     os.environ["CANARY_CODE_TREE"] = str(tmp_path / "pull-request")
     try:
-        evaluator = Evaluator.start(config, [("run", config, tmp_path, True)], tmp_path / "eval", trusted_tree=None)
+        evaluator = Evaluator.start(
+            config, [("run", config, tmp_path, True)], tmp_path / "eval", trusted_tree=None, cwd=trusted
+        )
     finally:
         del os.environ["GITHUB_TOKEN"], os.environ["CANARY_CODE_TREE"]
     pid = evaluator.process.pid
@@ -120,14 +131,16 @@ def test_the_evaluator_is_isolated_holds_no_token_and_no_pull_request_tree(tmp_p
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         cwd = Path(f"/proc/{pid}/cwd").resolve()
-        empty = not any(cwd.iterdir())
+        job = EvalJob.model_validate_json((tmp_path / "eval" / JOB_FILE).read_text(encoding="utf-8"))
+        assert job.scratch is not None
+        assert Path(job.scratch).is_dir()
     finally:
         evaluator.cancel()
     assert not [v for v in environ if v.startswith((b"GITHUB_TOKEN=", b"CANARY_CODE_TREE="))]
     assert command[1:4] == [b"-I", b"-m", b"canary_action.evaluate"]
-    assert cwd != Path.cwd()
-    assert empty, "it works in an empty folder of its own"
-    assert not cwd.exists(), "removed when it ends"
+    assert cwd == trusted.resolve()
+    assert job.cpus == sorted(os.sched_getaffinity(0)), "the starter's CPUs, before it pins the evaluator"
+    assert not Path(job.scratch).exists(), "its scratch is removed when it ends"
     assert not any((tmp_path / "eval").iterdir()), "cancelled: its job and log are removed"
 
 
@@ -183,6 +196,47 @@ def test_snapshot_steps_default_to_halfway_in_runs_of_100_steps_or_more(tmp_path
     assert snapshot_steps(load_config(SFT, ["max_steps=120"]).config) == [60]
     assert snapshot_steps(load_config(SFT, ["max_steps=99"]).config) == []
     assert snapshot_steps(load_config(SFT, ["heldout.steps=[9,2,9]"]).config) == [2, 9]
+
+
+def test_an_evaluator_still_preparing_at_idle_priority_is_brought_back_as_it_is_told_to_go(tmp_path: Path) -> None:
+    """SCHED_IDLE runs only on a CPU nothing else wants: a tiny canary beside two busy loops waited out the
+    evaluator's whole time limit on an evaluator stuck preparing. finish() brings it to the normal policy before
+    it says go. Here a stand-in evaluator goes idle, then writes the policy it reads "go" under."""
+    config = load_config(SFT).config
+    said = tmp_path / "said"
+    idle = tmp_path / "python"
+    idle.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        "os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+        "line = sys.stdin.readline().strip()\n"
+        f"open({str(said)!r}, 'w').write(f'{{line}} {{os.sched_getscheduler(0)}}')\n",
+        encoding="utf-8",
+    )
+    idle.chmod(0o755)
+    evaluator = Evaluator.start(config, [("run", config, tmp_path, True)], tmp_path / "e", python=str(idle))
+    waited = time.monotonic() + 30
+    while os.sched_getscheduler(evaluator.process.pid) != os.SCHED_IDLE and time.monotonic() < waited:
+        time.sleep(0.01)
+    assert os.sched_getscheduler(evaluator.process.pid) == os.SCHED_IDLE
+    evaluator.finish(timeout_s=30)
+    assert said.read_text(encoding="utf-8") == f"go {os.SCHED_OTHER}"
+
+
+def test_the_evaluator_goes_idle_only_where_it_can_come_back() -> None:
+    """Leaving SCHED_IDLE needs privilege: a probe on a thread of its own says whether this process has it (as
+    root, it has); the thread's policy change touches no other thread."""
+    from canary_action.evaluate.priority import can_leave_idle
+
+    before = os.sched_getscheduler(0)
+    assert can_leave_idle() is (os.geteuid() == 0 or _nice_allowed())
+    assert os.sched_getscheduler(0) == before
+
+
+def _nice_allowed() -> bool:
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_NICE)[0] >= 20
 
 
 def test_what_an_evaluator_finished_before_a_timeout_is_kept(tmp_path: Path) -> None:

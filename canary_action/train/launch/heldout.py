@@ -26,12 +26,13 @@ def start_evaluator(
     *,
     trusted_tree: Path | None,
     python: str | None = None,
+    cwd: Path | None = None,
 ) -> Evaluator | None:
-    """The evaluator for these subjects (name, config, run folder, trusted), started now; None when the trusted
-    config turns the evaluation off."""
+    """The evaluator for these subjects (name, config, run folder, trusted), started now, in `cwd` (where the
+    trusted training runs; default here); None when the trusted config turns the evaluation off."""
     if not trusted.heldout.enabled:
         return None
-    return Evaluator.start(trusted, subjects, folder, trusted_tree=trusted_tree, python=python)
+    return Evaluator.start(trusted, subjects, folder, trusted_tree=trusted_tree, python=python, cwd=cwd)
 
 
 def not_evaluated(config: CommonConfig) -> HeldoutEval | None:
