@@ -124,3 +124,23 @@ def test_a_side_says_where_it_trains_with_its_first_wait(tmp_path: Path) -> None
             side.turns_in = incoming
             _await(side, time.monotonic() + 5)
         assert (side.steps, side.device) == (steps, device)
+
+
+def test_a_side_that_breaks_the_turn_protocol_ends_the_pair_instead_of_the_coordinator(tmp_path: Path) -> None:
+    """The head side's pipe is its code's to write: a line that is not "wait <steps> [device]" ends that side (the
+    pair stops it and keeps what was measured) and raises nothing in the coordinator."""
+    import io
+    import time
+
+    from canary_action.train.launch.pair import _await
+
+    for line in ("wait x\n", "wait 99999999999999999999\n", "go 3\n", "wait 2 cuda extra\n"):
+        side = _Side(name="head", tree=tmp_path, config_path=tmp_path / "c.yaml", loaded=None, run_dir=tmp_path)  # type: ignore[arg-type]
+        read, write = os.pipe()
+        os.write(write, line.encode())
+        os.close(write)
+        with io.open(read, "r") as incoming:  # noqa: UP020 - a descriptor, as the coordinator's pipe is
+            side.turns_in = incoming
+            _await(side, time.monotonic() + 5)
+        assert side.ended, line
+        assert not side.ready

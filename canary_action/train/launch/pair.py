@@ -141,26 +141,26 @@ def run_pair(
     hung: TimeoutError | None = None
     interrupted: KeyboardInterrupt | None = None
     evaluator: Evaluator | str | None = None
+    evaluations: dict[Side, HeldoutEval] | None = None
     try:
-        resolved = [s.tree for s in sides]
-        shared = set(cpus) if cpus else pair_cpus(sides[1].loaded)
-        deadline = time.monotonic() + START_MARGIN_S + 2 * max(s.loaded.config.timeout_minutes for s in sides) * 60
-        for side in _start_order(sides, rng):
-            _start(side, pair_id, started, chunk_steps, trees=resolved, setup=setup)
-            if side.name == "base" and _head_waits_for_downloads(sides[1]):
-                _await(side, deadline)
-        evaluator = _start_evaluator(sides, pair_dir, shared)
-        _take_turns(sides, rounds, rng, deadline, shared)
-    except TimeoutError as timeout:
-        hung = timeout
-    except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM from a cancelled job (cli.py): record, then re-raise
-        interrupted = stop
-    finally:
-        for side in reversed(sides):  # each side writes its metrics.json, whatever ended the pair; the head first
-            _finish(side, now=hung is not None or interrupted is not None)
-    try:  # the sides' environments stay until then: the evaluator may run with the base side's (--setup)
+        try:
+            shared = set(cpus) if cpus else pair_cpus(sides[1].loaded)
+            deadline = time.monotonic() + START_MARGIN_S + 2 * max(s.loaded.config.timeout_minutes for s in sides) * 60
+            _start_sides(sides, pair_id, started, chunk_steps, rng=rng, deadline=deadline, setup=setup)
+            evaluator = _start_evaluator(sides, pair_dir, shared)
+            _take_turns(sides, rounds, rng, deadline, shared)
+        except TimeoutError as timeout:
+            hung = timeout
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM from a cancelled job (cli.py): record, re-raise
+            interrupted = stop
+        finally:
+            for side in reversed(sides):  # each side writes its metrics.json, whatever ended the pair; head first
+                _finish(side, now=hung is not None or interrupted is not None)
+        # The sides' environments stay until then: the evaluator may run with the base side's (--setup).
         evaluations = _evaluate(evaluator, sides, stopped=hung is not None or interrupted is not None)
-    finally:
+    finally:  # whatever ended it, an error included: no evaluator left waiting, no side's places left behind
+        if isinstance(evaluator, Evaluator) and evaluations is None:
+            evaluator.cancel()
         for side in sides:
             _clean(side)
     finished = datetime.now(UTC)
@@ -185,6 +185,18 @@ def run_pair(
     return PairOutcome(pair_dir, record, *paths, error=error, notes=notes)
 
 
+def _start_sides(
+    sides: list[_Side], pair_id: str, started: datetime, chunk_steps: int, *, rng: random.Random, deadline: float,
+    setup: str | None,
+) -> None:  # fmt: skip
+    """Both sides started, in a random order; the base side first loaded when the head side would download."""
+    resolved = [s.tree for s in sides]
+    for side in _start_order(sides, rng):
+        _start(side, pair_id, started, chunk_steps, trees=resolved, setup=setup)
+        if side.name == "base" and _head_waits_for_downloads(sides[1]):
+            _await(side, deadline)
+
+
 def _start_evaluator(sides: list[_Side], pair_dir: Path, pair_cpus: set[int]) -> Evaluator | str | None:
     """The held-out evaluator of both sides, by the base side's config (the default branch's: it decides the
     examples and the metric), with the base tree for its reward functions; off the pair's CPUs where others are
@@ -195,7 +207,7 @@ def _start_evaluator(sides: list[_Side], pair_dir: Path, pair_cpus: set[int]) ->
     subjects = [(s.name, s.loaded.config, s.run_dir, s.name == "base") for s in sides]  # the head's is untrusted
     try:
         evaluator = heldout.start_evaluator(
-            base.loaded.config, subjects, pair_dir, trusted_tree=base.tree, python=python
+            base.loaded.config, subjects, pair_dir, trusted_tree=base.tree, python=python, cwd=base.tree
         )
     except OSError as error:
         return f"the held-out evaluator could not start: {error}"
@@ -221,7 +233,7 @@ def _evaluate(
         evaluator.cancel()
         why = HeldoutEval(status="skipped", reason="stopped", message="the pair was stopped before it ended")
         return {"base": why, "head": why}
-    runs = [(s.name, s.run_dir, read.status if (read := _read(s)) is not None else None) for s in sides]
+    runs = [(s.name, s.run_dir, _status(s)) for s in sides]
     found = heldout.finish(evaluator, runs, sides[1].loaded.config.name)
     return {"base": found["base"], "head": found["head"]}
 
@@ -412,10 +424,15 @@ def _await(side: _Side, deadline: float) -> None:
         side.ended = True
         return
     words = line.split()
-    if len(words) in (2, 3) and words[0] == "wait":
+    if len(words) in (2, 3) and words[0] == "wait" and words[1].isdecimal() and len(words[1]) < 10:
         side.steps = int(words[1])
         side.device = words[2] if len(words) == 3 else side.device
         side.ready = True
+        return
+    # Anything else is not the canary's side talking (a pull request's code writing to the pipe): the side ends
+    # here, and the pair with it; it is stopped with the other (_finish), and what both measured is kept.
+    print(f"the {side.name} side broke the turn protocol ({line[:80]!r}): the pair ends here", file=sys.stderr)
+    side.ended = True
 
 
 def _await_exit(side: _Side, deadline: float) -> None:
@@ -492,6 +509,16 @@ def _read(side: _Side) -> m.Metrics | None:
 
     path = side.run_dir / "metrics.json"
     return read_metrics(path) if path.exists() else None
+
+
+def _status(side: _Side) -> m.Status | None:
+    """How the side says its training ended; None when its metrics.json is missing or unreadable (a head side's is
+    its own to write): then it is not evaluated, and the comparison says why."""
+    try:
+        metrics = _read(side)
+    except (CanaryError, OSError, ValueError):
+        return None
+    return metrics.status if metrics is not None else None
 
 
 def _side_error(side: _Side, pair_dir: Path) -> CanaryError | None:
