@@ -64,7 +64,7 @@ class _Ends:
 def heldout_check(ctx: Context, pair_base: RunData | None) -> tuple[Check, HeldoutSummary | None]:
     """The check and its summary; `pair_base`: the lockstep pair's base side, when the current run is its head."""
     own = ctx.current.heldout
-    blamed = _head_not_evaluated(ctx, own, pair_base)
+    blamed = _head_not_evaluated(ctx, own, pair_base) or _head_ended_early(ctx, pair_base)
     if blamed is not None:
         return blamed, None
     unjudged = _not_evaluated(own)
@@ -82,14 +82,19 @@ def heldout_check(ctx: Context, pair_base: RunData | None) -> tuple[Check, Heldo
 
 def _head_not_evaluated(ctx: Context, own: HeldoutEval | None, pair_base: RunData | None) -> Check | None:
     """A pair whose base side was evaluated and whose head side was not: the head's doing (a snapshot it left
-    unreadable or never wrote, a refusal, a status that claims it never trained, an evaluation it ran out of
-    time) fails, since a neutral verdict passes a required check. Not its doing (the pair interrupted, the head
-    training another model, its own process the only one that scored it) stays unjudged, with the fix; a head
+    unreadable or never wrote, its own figure left instead of snapshots, a refusal, a status that claims it never
+    trained, an evaluation it ran out of time) fails, since a neutral verdict passes a required check. Not its
+    doing (the pair interrupted, the head training another model — a config change, which the publishing job fails
+    unless a maintainer accepts it —, both sides' models a factory's own) stays unjudged, with the fix; a head
     stopped by a real NaN, or crashed, is judged by those checks."""
     theirs = pair_base.heldout if pair_base is not None else None
     if own is None or theirs is None or theirs.status != "evaluated" or own.status == "evaluated":
         return None
-    if own.status == "skipped" and own.reason in ("off", "not_comparable", "stopped", "own_process"):
+    if own.status == "skipped" and own.reason in ("off", "not_comparable", "stopped"):
+        return None
+    # Its own process is the only one that could score it when the base side's model, too, is a factory's own;
+    # beside a base side scored from its snapshots, a head that left its own figure instead of snapshots did so.
+    if own.reason == "own_process" and theirs.evaluated_in == "side_process":
         return None
     current = ctx.current
     if own.reason == "not_trained" and (current.status.state == "failed" or current.first_non_finite_step is not None):
@@ -98,6 +103,23 @@ def _head_not_evaluated(ctx: Context, own: HeldoutEval | None, pair_base: RunDat
         name=NAME, group=GROUP, status="fail", unit="",
         message=f"the pull request's side could not be evaluated on held-out data ({own.message}), and its base "
         "side was: a pull request that cannot be judged on what it learned does not pass",
+    )  # fmt: skip
+
+
+def _head_ended_early(ctx: Context, pair_base: RunData | None) -> Check | None:
+    """A head side that says it completed before the steps the base side's config trains ended the pair there (a
+    pair ends when one side does), its base side with it: a few steps' learning cannot tell a broken learner from
+    a working one, and the pull request chose it. A crash or a NaN is judged by its own check."""
+    if pair_base is None or (pair_base.status.state, pair_base.status.reason) != ("stopped_early", "pair_ended"):
+        return None
+    current, planned = ctx.current, pair_base.config.get("max_steps")
+    if current.status.state != "completed" or not isinstance(planned, int) or current.num_steps >= planned:
+        return None
+    return Check(
+        name=NAME, group=GROUP, status="fail", unit="",
+        message=f"the pull request's side completed after {current.num_steps} of the {planned} steps the base "
+        "side's config trains, and ended the pair there: what so few steps learned cannot be judged, and a pull "
+        "request that cannot be judged on what it learned does not pass",
     )  # fmt: skip
 
 

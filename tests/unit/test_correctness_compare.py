@@ -42,7 +42,7 @@ def evaluation(worse_by: float = 0.0, *, learned: float = 1.0, seed: int = 0, fi
 
 
 def side(tmp: Path, name: str, *, loss_shift: float = 0.0, from_step: int = 1, device: str = "cpu",
-         rounding: float = 0.0) -> Path:  # fmt: skip
+         rounding: float = 0.0, status: schema.Status | None = None, max_steps: int = STEPS) -> Path:  # fmt: skip
     rng = random.Random(7)
     losses = [8.3 - 0.025 * s + rng.gauss(0, 0.01) for s in range(1, STEPS + 1)]
     grads = [1.0 + 0.1 * rng.random() for _ in losses]
@@ -61,15 +61,21 @@ def side(tmp: Path, name: str, *, loss_shift: float = 0.0, from_step: int = 1, d
         num_steps=STEPS, series=series, workload={"device": device, "dtype": "fp32" if device == "cpu" else "bf16"},
         pair={"pair_id": PAIR, "side": name, "chunk_steps": 2, "tree": f"/trees/{name}"},
     )  # fmt: skip
-    metrics = metrics.model_copy(update={"run": metrics.run.model_copy(update={"run_id": f"{PAIR}-{name}"})})
+    metrics = metrics.model_copy(update={
+        "run": metrics.run.model_copy(update={"run_id": f"{PAIR}-{name}"}), "status": status or metrics.status,
+        "config": {**metrics.config, "max_steps": max_steps},
+    })  # fmt: skip
     path = tmp / name / "metrics.json"
     write_metrics(metrics, path)
     return path
 
 
-def pair(tmp: Path, head_eval: HeldoutEval | None, base_eval: HeldoutEval | None = None, **head: Any) -> Path:
-    """A pair's folder as `canary pair` leaves it: both sides and pair.json with their evaluations."""
-    side(tmp, "base", device=head.get("device", "cpu"))
+def pair(tmp: Path, head_eval: HeldoutEval | None, base_eval: HeldoutEval | None = None, **sides: Any) -> Path:
+    """A pair's folder as `canary pair` leaves it: both sides and pair.json with their evaluations. `sides`: the
+    head side's `side()` options, and the base side's prefixed `base_`."""
+    base = {k.removeprefix("base_"): v for k, v in sides.items() if k.startswith("base_")}
+    head = {k: v for k, v in sides.items() if not k.startswith("base_")}
+    side(tmp, "base", device=head.get("device", "cpu"), **base)
     side(tmp, "head", **head)
     end = SideEnd(tree="/t", config_path="/t/canary.yaml", metrics_path="x", exit_code=0, steps=STEPS)
     evaluations = {"base": base_eval or evaluation(), "head": head_eval} if head_eval is not None else None
@@ -185,11 +191,13 @@ def test_a_run_says_how_measurably_it_learned_and_when_it_is_too_little() -> Non
     assert learned[0] == pytest.approx(1.0, abs=0.03)  # lower is better: a loss 1 nat lower learned +1
     assert learned[0] / learned[1] > 100
     [line] = [s for s in _heldout(evaluation(learned=1.0)) if s.lstrip().startswith("learned")]
-    assert "its standard error)" in line and "too little" not in line
+    assert "its standard error)" in line
+    assert "too little" not in line
     [line] = [s for s in _heldout(evaluation(learned=0.005, noise=0.1)) if s.lstrip().startswith("learned")]
     assert "too little to judge learning: docs/correctness.md, 'Sizing a canary'" in line
     preference = evaluation(learned=0.4, metric="preference").learning()
-    assert preference is not None and preference[0] == pytest.approx(0.4, abs=0.03)  # higher is better
+    assert preference is not None
+    assert preference[0] == pytest.approx(0.4, abs=0.03)
     assert HeldoutEval(status="skipped", reason="off").learning() is None
 
 
@@ -291,8 +299,11 @@ def test_the_report_says_both_lines_and_draws_both_sides_loss_curves(tmp_path: P
             "regression",
         ),
         (HeldoutEval(status="failed", message="the evaluator did not finish within 900 s"), "fail", "regression"),
-        # Not its doing, or not for the gate to blame: unjudged, with the fix.
-        (HeldoutEval(status="skipped", reason="own_process", message="its own process"), "skip", "neutral"),
+        # Its own figure left instead of snapshots, beside a base side scored from its snapshots (the base trusts
+        # context.model, so the head's model could have been rebuilt too).
+        (HeldoutEval(status="skipped", reason="own_process", message="its own process"), "fail", "regression"),
+        # Not its doing, or not for the gate to blame: unjudged, with the fix (a config change: the publishing job
+        # fails it unless a maintainer accepts it).
         (HeldoutEval(status="skipped", reason="not_comparable", message="another model_name"), "skip", "neutral"),
     ],
 )
@@ -307,3 +318,29 @@ def test_a_head_side_not_evaluated_beside_an_evaluated_base_side(
         assert "could not be evaluated on held-out data" in held.message
     else:
         assert held.fix is not None
+
+
+def test_a_head_scored_in_its_own_process_beside_a_base_scored_in_its_own_is_not_judged(tmp_path: Path) -> None:
+    """Both sides' models are a trainer_factory's own: neither could be rebuilt, so the head's own figure (its
+    code's) is not taken and the check says why, neutral — not the head's doing."""
+    base = evaluation().model_copy(update={"evaluated_in": "side_process"})
+    head = HeldoutEval(status="skipped", reason="own_process", message="its own process")
+    result = run_compare(pair(tmp_path, head, base), [])
+    held = check(result, "heldout_eval")
+    assert (held.status, result.verdict) == ("skip", "neutral"), held.message
+    assert held.fix is not None
+    assert "context.model" in held.fix
+
+
+def test_a_head_that_completes_early_and_ends_the_pair_fails(tmp_path: Path) -> None:
+    """A head side that says it completed after 40 of the base config's 60 steps ended the pair there, its base
+    side with it (stopped_early, pair_ended): a pull request must not choose how little is learned."""
+    stopped = schema.Status(state="stopped_early", reason="pair_ended", step=STEPS)
+    result = run_compare(pair(tmp_path, evaluation(), base_status=stopped, base_max_steps=60), [])
+    held = check(result, "heldout_eval")
+    assert held.status == "fail"
+    assert "completed after 40 of the 60 steps the base side's config trains" in held.message
+    assert result.verdict == "regression"
+    # A base side that trained its own steps: nothing to blame.
+    again = run_compare(pair(tmp_path / "full", evaluation()), [])
+    assert check(again, "heldout_eval").status == "pass"
