@@ -64,7 +64,7 @@ class _Ends:
 def heldout_check(ctx: Context, pair_base: RunData | None) -> tuple[Check, HeldoutSummary | None]:
     """The check and its summary; `pair_base`: the lockstep pair's base side, when the current run is its head."""
     own = ctx.current.heldout
-    blamed = _head_not_evaluated(ctx, own, pair_base) or _head_ended_early(ctx, pair_base)
+    blamed = _head_not_evaluated(ctx, own, pair_base)
     if blamed is not None:
         return blamed, None
     unjudged = _not_evaluated(own)
@@ -103,23 +103,6 @@ def _head_not_evaluated(ctx: Context, own: HeldoutEval | None, pair_base: RunDat
         name=NAME, group=GROUP, status="fail", unit="",
         message=f"the pull request's side could not be evaluated on held-out data ({own.message}), and its base "
         "side was: a pull request that cannot be judged on what it learned does not pass",
-    )  # fmt: skip
-
-
-def _head_ended_early(ctx: Context, pair_base: RunData | None) -> Check | None:
-    """A head side that says it completed before the steps the base side's config trains ended the pair there (a
-    pair ends when one side does), its base side with it: a few steps' learning cannot tell a broken learner from
-    a working one, and the pull request chose it. A crash or a NaN is judged by its own check."""
-    if pair_base is None or (pair_base.status.state, pair_base.status.reason) != ("stopped_early", "pair_ended"):
-        return None
-    current, planned = ctx.current, pair_base.config.get("max_steps")
-    if current.status.state != "completed" or not isinstance(planned, int) or current.num_steps >= planned:
-        return None
-    return Check(
-        name=NAME, group=GROUP, status="fail", unit="",
-        message=f"the pull request's side completed after {current.num_steps} of the {planned} steps the base "
-        "side's config trains, and ended the pair there: what so few steps learned cannot be judged, and a pull "
-        "request that cannot be judged on what it learned does not pass",
     )  # fmt: skip
 
 
