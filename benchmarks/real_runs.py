@@ -210,8 +210,8 @@ def render(cells: Sequence[Cell], runs: Sequence[Collected], args: argparse.Name
     head += ["A/A heldout_eval failed (judged)"] if heldout else []
     head += [f"planted +{LABELS[lab]:.0%} (measured {effects.get(lab, float('nan')):+.0%})" for lab in labels]
     lines = [
-        f"Recorded {args.date} on {args.machine}: {len(plain)} plain runs and "
-        + ", ".join(f"{counts[lab]} at +{LABELS[lab]:.0%}" for lab in labels)
+        f"Recorded {args.date} on {args.machine}: {len(plain)} plain runs"
+        + "".join(f", {counts[lab]} at +{LABELS[lab]:.0%}" for lab in labels)
         + f" of `{runs[0].run.config_name}` ({runs[0].run.num_steps} steps, cpu_threads "
         f"{runs[0].run.env.torch_threads}), collected interleaved in rounds with {loads} busy loops beside them; "
         f"plain run medians {min(medians):.3f}-{max(medians):.3f} s. Each cell: every current run against "
