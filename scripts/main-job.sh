@@ -12,7 +12,7 @@
 #      but its model prefers the chosen answers far less on held-out pairs the canary scores itself: the gate must
 #      fail it on heldout_eval, and say that the training math changed from step 1.
 # A few minutes after the install (docs/benchmarks.md#main-job-timing).
-# Exits 0 when the gate did both, 1 when it did not (it says which), 2 or 3 when a command failed (bad input, a
+# Exits 0 when the gate did all three, 1 when it did not (it says which), 2 or 3 when a command failed (bad input, a
 # crashed run), with that command's code.
 set -euo pipefail
 cd "$(dirname "$0")/.."

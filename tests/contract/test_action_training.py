@@ -209,8 +209,22 @@ HUNT = """
 import os
 from pathlib import Path
 
-SECRETS = [s[::-1] for s in {reversed_secrets!r}]  # reversed: this file must not itself hold them
+# Each secret as its two halves, reversed: neither this file nor the memory of a process that imports it ever holds
+# a whole secret, so a hunter reading another hunter's memory (the evaluator its training process's) finds only what
+# leaked.
+HALVES = [(a[::-1].encode(), b[::-1].encode()) for a, b in {reversed_halves!r}]
 ROOTS = {roots!r}
+
+
+def _holds(data):
+    \"\"\"Whether these bytes hold a whole secret: a first half followed by its second half.\"\"\"
+    for first, second in HALVES:
+        at = data.find(first)
+        while at >= 0:
+            if data[at + len(first):at + len(first) + len(second)] == second:
+                return True
+            at = data.find(first, at + 1)
+    return False
 
 
 def _memory(pid):
@@ -229,7 +243,7 @@ def _memory(pid):
 def hunt(who):
     \"\"\"What pull request code could find: its environment, any process's /proc environ and cmdline, its parent's
     memory, and the files under the job's folders.\"\"\"
-    found = [f"env:{{k}}" for k, v in os.environ.items() if any(s in v for s in SECRETS)]
+    found = [f"env:{{k}}" for k, v in os.environb.items() if _holds(v)]
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -238,16 +252,16 @@ def hunt(who):
                 data = (proc / part).read_bytes()
             except OSError:
                 continue
-            found += [f"/proc/{{proc.name}}/{{part}}" for s in SECRETS if s.encode() in data]
+            found += [f"/proc/{{proc.name}}/{{part}}"] if _holds(data) else []
     try:
-        found += [f"parent memory" for region in _memory(os.getppid()) for s in SECRETS if s.encode() in region]
+        found += ["parent memory" for region in _memory(os.getppid()) if _holds(region)]
     except OSError:
         pass
     for root in ROOTS:
         for path in Path(root).rglob("*"):
             try:
                 small = path.is_file() and path.stat().st_size < 2**24
-                found += [str(path) for s in SECRETS if small and s.encode() in path.read_bytes()]
+                found += [str(path)] if small and _holds(path.read_bytes()) else []
             except OSError:
                 continue
     Path("hunt-" + who + ".txt").write_text(repr(sorted(set(found))))
@@ -284,8 +298,8 @@ def _hunting_workspace(runner: Runner, config: dict[str, object]) -> dict[str, s
                "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "hunted_oidc_token"}  # fmt: skip
     fake = runner.fake
     fake.token = secrets["INPUT_GITHUB-TOKEN"]
-    reversed_secrets = [v[::-1] for v in secrets.values()]
-    (runner.workspace / "hunt.py").write_text(HUNT.format(reversed_secrets=reversed_secrets, roots=[str(runner.tmp)]))
+    halves = [(v[: len(v) // 2][::-1], v[len(v) // 2 :][::-1]) for v in secrets.values()]
+    (runner.workspace / "hunt.py").write_text(HUNT.format(reversed_halves=halves, roots=[str(runner.tmp)]))
     for library in ("accelerate", "trl", "datasets"):
         (runner.workspace / library).mkdir()
         (runner.workspace / library / "__init__.py").write_text(SHADOW)

@@ -345,7 +345,7 @@ def test_schema_prints_json_schemas() -> None:
     assert "schema_version" in metrics["properties"]
     result = json.loads(canary("schema", "--result").stdout)
     assert "result_schema_version" in result["properties"]
-    assert result["$id"] == "urn:rlhf-canary:compare-result:v3"
+    assert result["$id"] == "urn:rlhf-canary:compare-result:v4"
     config = json.loads(canary("schema", "--config").stdout)
     assert "oneOf" in json.dumps(config) or "anyOf" in json.dumps(config)
 
@@ -468,7 +468,9 @@ def test_the_command_line_is_frozen() -> None:
                           "--format"]),
         # --format (terminal|markdown): issue 15 item 14; --templates: item 17
         "compare": sorted(["current", "baselines", "--threshold-tier", "--threshold-file", "--allow-change", "--json",
-                           "--format", "-o", "--output", "--templates"]),
+                           "--format", "-o", "--output", "--templates",
+                           # issue 32: a maintainer's acknowledgment of a changed training math
+                           "--accept-numerics-change"]),
         "env": ["--json"],
         # rlhf-canary 0.1's gh-report (issue 15 item 2): its flags, and --comment-mode as the action's `comment`;
         # --trusted-config: issue 25 item 2 (the current run's thresholds block is used only when trusted)
@@ -479,7 +481,7 @@ def test_the_command_line_is_frozen() -> None:
         # --format (terminal|markdown): as compare's, the walk-through after issue 15
         "pair": sorted(["config", "--base", "--head", "-o", "--output-dir", "--set", "--chunk-steps", "--seed",
                         "--cpus", "--setup", "--baseline", "--threshold-tier", "--threshold-file", "--json",
-                        "--format"]),
+                        "--format", "--accept-numerics-change"]),
         "report": sorted(["result_file", "--format", "-o", "--output", "--repo", "--pr", "--templates"]),
         "run": sorted(["config", "-o", "--output-dir", "--set"]),
         "save-baseline": sorted(["metrics", "dest"]),

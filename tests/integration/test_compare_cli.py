@@ -53,7 +53,7 @@ def test_a_slowdown_exits_1_and_names_the_check(tmp_path: Path, baselines: Path)
     result = canary("compare", save(tmp_path / "cur.json", 1, step_time_s=0.14), baselines, "--json")
     assert result.returncode == 1, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["result_schema_version"] == 3
+    assert doc["result_schema_version"] == 4
     assert doc["verdict"] == "regression"
     assert doc["checks"][0]["name"] == "step_time"
     assert doc["checks"][0]["status"] == "fail"

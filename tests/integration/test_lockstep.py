@@ -96,7 +96,7 @@ def test_an_aa_pair_passes(tmp_path: Path) -> None:
     done = canary_pair(tree(tmp_path, "base", sft), tree(tmp_path, "head", sft), tmp_path / "out", heldout=True)
     result = json.loads(done.stdout)
     assert done.returncode == 0, (result["reason"], done.stderr[-3000:])
-    assert result["verdict"] == "pass", result["reason"]
+    assert result["verdict"] == "pass", (result["reason"], result["notes"], done.stderr[-3000:])
     # Never a failure; a warning (a point estimate over the minimum effect, not clear) is noise said as such, and
     # it came once in a suite run on this 2-core machine: a judged check, not a pass that was promised.
     step_time = next(c for c in result["checks"] if c["name"] == "step_time")

@@ -84,7 +84,7 @@ def test_report_of_compare_json_is_what_compare_prints(tmp_path: Path) -> None:
     ("name", "expected"),
     [
         ("corrupt.json", "is not valid JSON"),
-        ("wrong_version.json", "has result_schema_version 99; this canary reads 1, 2 and 3"),
+        ("wrong_version.json", "has result_schema_version 99; this canary reads 1, 2, 3 and 4"),
         ("not_object.json", "is not an rlhf-canary compare result"),
         ("metrics_not_result.json", "is not an rlhf-canary compare result"),
         ("bad_field.json", "verdict: Input should be 'pass', 'regression', 'neutral' or 'crashed'"),

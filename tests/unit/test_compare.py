@@ -240,7 +240,7 @@ def test_the_result_round_trips_and_pins_its_version() -> None:
     assert list(CompareResult.model_fields) == [
         "result_schema_version", "verdict", "reason", "tier", "thresholds", "threshold_sources", "current",
         "baselines", "checks", "suspects", "comparability", "noise", "warmup", "pairing", "step_split", "env_changes",
-        "config_changes", "op_changes", "curves", "notes",
+        "config_changes", "op_changes", "curves", "numerics", "heldout", "notes",
     ]  # fmt: skip
 
 

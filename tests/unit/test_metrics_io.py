@@ -276,5 +276,5 @@ def test_json_schema() -> None:
     assert schema["title"].startswith("rlhf-canary metrics.json")
     assert set(schema["properties"]) == set(Metrics.model_fields)
     assert schema["required"][0] == "schema_version"
-    assert schema["properties"]["schema_version"]["enum"] == [1, 2, 3]
+    assert schema["properties"]["schema_version"]["enum"] == [1, 2, 3, 4]
     json.dumps(schema, allow_nan=False)
