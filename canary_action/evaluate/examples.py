@@ -8,7 +8,8 @@ the EOS left off, truncation on the wrong side): the evaluation does not follow 
   the tokens before it. Sequences longer than max_length keep their start.
 - preference: prompt (its last max_prompt_length tokens) and each answer + EOS, cut to max_length; without a prompt
   column, the token prefix chosen and rejected share is the prompt (hh-rlhf's shape, as TRL reads it).
-- reward: the prompt's last max_prompt_length tokens; the completion is generated greedily.
+- reward: the prompt's last max_prompt_length tokens; the completion is sampled from a fixed seed (scoring.py says
+  why not greedily).
 """
 
 from __future__ import annotations
@@ -157,7 +158,8 @@ def _fingerprint(config: CommonConfig, metric: HeldoutMetric, rows: Dataset) -> 
     settings: dict[str, Any] = {"metric": metric, "max_length": config.max_length,
                                 "max_prompt_length": config.max_prompt_length}  # fmt: skip
     if metric == "reward":
-        settings |= {key: getattr(config, key, None) for key in ("reward_funcs", "reward_model", "max_new_tokens")}
+        sampling = ("reward_funcs", "reward_model", "max_new_tokens", "temperature")
+        settings |= {key: getattr(config, key, None) for key in sampling}
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     for row in rows:
         digest.update(json.dumps(row, sort_keys=True, default=str).encode())

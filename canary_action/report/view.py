@@ -38,7 +38,7 @@ MAX_RANK_ROWS: Final = 64  # a 512-GPU job: the first ranks, the slowest, and a 
 CURVES: Final = {
     schema.STEP_TIME_S: ("Step time per step", "seconds"),
     schema.LOSS: ("Loss per step", "loss"),
-    PAIR_LOSS: ("Loss per step, both sides of the pair (red: this pull request, dark blue: its base)", "loss"),
+    PAIR_LOSS: ("Loss per step, both sides (red: this PR, dark blue: base)", "loss"),  # <= 60: a chart title
     HELDOUT: ("Held-out figure at the evaluated steps (red: this run, dark blue: the reference)", ""),
 }
 

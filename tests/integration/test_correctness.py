@@ -44,7 +44,7 @@ def test_a_lost_label_shift_fails_on_held_out_data_though_its_own_loss_improves(
     assert result["heldout"]["evaluated_in"] == "fresh_process"
     report = (next((tmp_path / "out").iterdir()) / "report.md").read_text(encoding="utf-8")
     assert "**changed from step 1**" in report
-    assert "Loss per step, both sides of the pair" in report
+    assert "Loss per step, both sides (red: this PR, dark blue: base)" in report
 
 
 OWN_MODEL_FACTORY = """

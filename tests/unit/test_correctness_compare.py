@@ -276,7 +276,8 @@ def test_the_report_says_both_lines_and_draws_both_sides_loss_curves(tmp_path: P
     assert "**changed from step 3**" in comment
     assert "🎯 **Held-out loss**" in comment
     assert {c.name for c in result.curves} >= {"pair/loss", "heldout"}
-    assert "Loss per step, both sides of the pair" in render(result, "summary")
+    assert "Loss per step, both sides (red: this PR, dark blue: base)" in render(result, "summary")
+    assert 'title "Loss per step, both sides (red: this PR, dark blue: base)"' in comment  # whole: it says the colours
     assert comment.count("xychart-beta") == 4  # step time, the loss band, both sides' losses, the held-out points
 
 

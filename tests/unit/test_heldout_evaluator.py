@@ -275,3 +275,17 @@ def test_a_file_s_held_out_rows_are_those_after_the_training_ones(tmp_path: Path
     with pytest.raises(ConfigError, match="none after the first dataset_size") as refused:
         load_heldout(every, build_tokenizer())
     assert "heldout.dataset_name" in (refused.value.fix or "")
+
+
+def test_a_reward_set_s_fingerprint_holds_how_its_completions_are_sampled() -> None:
+    """Baselines whose completions were sampled at another temperature did not score the same thing: their
+    fingerprint differs, so the history path leaves them out (compare/heldout.py)."""
+    from canary_action.evaluate.examples import heldout_set
+    from canary_action.train.builtin.tokenizer import build_tokenizer
+
+    grpo = ROOT / "configs" / "tiny" / "grpo.yaml"
+    tokenizer = build_tokenizer()
+    prints = {t: heldout_set(load_config(grpo, [f"temperature={t}"]).config, tokenizer).fingerprint for t in (1.0, 0.7)}
+    again = heldout_set(load_config(grpo, ["temperature=1.0"]).config, tokenizer).fingerprint
+    assert prints[1.0] == again
+    assert prints[1.0] != prints[0.7]
