@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import itertools
 import random
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from canary_action.compare.command import run_compare
 from canary_action.compare.result import Change, CompareResult, OpChange
 from canary_action.compare.verdict import compare
 from canary_action.config.thresholds import TIERS
@@ -22,6 +24,7 @@ from canary_action.metrics.pair import CodeChange, CodeDiff
 from canary_action.metrics.schema import Distributed, RankSummary, Status
 from canary_action.report.view import Links
 from tests.unit.test_compare import history, run
+from tests.unit.test_correctness_compare import evaluation, pair
 from tests.unit.test_distributed_compare import dist_history, dist_run
 
 STEPS: Final = 30
@@ -104,6 +107,22 @@ def paired() -> CompareResult:
     return compare(sides["head"], [sides["base"]], TIERS["default"], threshold_sources=SOURCES, code=code)
 
 
+def _pair_folder(head_eval: Any, **head: Any) -> CompareResult:
+    with tempfile.TemporaryDirectory() as tmp:  # the folder's path is in no report: the goldens stay the same
+        return run_compare(pair(Path(tmp), head_eval, **head), [])
+
+
+def correctness() -> CompareResult:
+    """A lockstep pair whose head's loss changed from step 3 and whose model is worse on held-out data."""
+    return _pair_folder(evaluation(worse_by=0.3), loss_shift=0.02, from_step=3)
+
+
+def numerics_changed() -> CompareResult:
+    """A lockstep pair whose training math changed from step 1 and whose held-out figure is not worse: a pass
+    that says so first."""
+    return _pair_folder(evaluation(worse_by=-0.01, seed=3), loss_shift=0.01, from_step=1)
+
+
 CASES: Final[dict[str, Callable[[], CompareResult]]] = {
     "passing": passing,
     "failing": failing,
@@ -113,6 +132,8 @@ CASES: Final[dict[str, Callable[[], CompareResult]]] = {
     "distributed": distributed,
     "gpu-kernels": gpu_kernels,
     "paired": paired,
+    "correctness": correctness,
+    "numerics-changed": numerics_changed,
 }
 
 # Each short enough to survive the shortest cut (60 characters) whole, but for the one that tests the cut.

@@ -73,6 +73,7 @@ def test_the_cases_cover_every_verdict(results: dict[str, CompareResult]) -> Non
     assert verdicts == {
         "passing": "pass", "failing": "regression", "neutral": "neutral", "not-comparable": "neutral",
         "crashed": "crashed", "distributed": "regression", "gpu-kernels": "regression", "paired": "regression",
+        "correctness": "regression", "numerics-changed": "pass",
     }  # fmt: skip
     assert not results["not-comparable"].comparability.comparable
     assert {c.status for c in results["not-comparable"].checks} >= {"not-comparable"}
