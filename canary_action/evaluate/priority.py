@@ -15,15 +15,22 @@ import threading
 from pathlib import Path
 
 
+def threads(pid: int | None = None) -> list[int]:
+    """The threads of process `pid` (None: this one); none when it has ended. Policy and affinity are per thread
+    on Linux."""
+    try:
+        return [int(task.name) for task in Path(f"/proc/{pid if pid is not None else 'self'}/task").iterdir()]
+    except OSError:
+        return []
+
+
 def set_policy(pid: int | None, *, idle: bool) -> None:
     """Every thread of process `pid` (None: this one) to SCHED_IDLE, or back to the normal policy; a thread that
-    refuses (no privilege) or has ended is left as it is. Policy is per thread on Linux."""
+    refuses (no privilege) or has ended is left as it is."""
     policy = os.SCHED_IDLE if idle else os.SCHED_OTHER
-    tasks = Path(f"/proc/{pid if pid is not None else 'self'}/task")
-    with contextlib.suppress(OSError):
-        for task in tasks.iterdir():
-            with contextlib.suppress(OSError):
-                os.sched_setscheduler(int(task.name), policy, os.sched_param(0))
+    for task in threads(pid):
+        with contextlib.suppress(OSError):
+            os.sched_setscheduler(task, policy, os.sched_param(0))
 
 
 def can_leave_idle() -> bool:

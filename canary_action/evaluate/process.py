@@ -34,7 +34,7 @@ from canary_action.evaluate.plan import (
     Subject,
     snapshot_steps,
 )
-from canary_action.evaluate.priority import can_leave_idle, set_policy
+from canary_action.evaluate.priority import can_leave_idle, set_policy, threads
 from canary_action.metrics.heldout import HeldoutEval, HeldoutPoint
 
 _SNAPSHOT_NAME = re.compile(r"step-(\d{6})")
@@ -99,18 +99,13 @@ def _use(cpus: set[int], prepared: Prepared | str) -> None:
     """Training has ended: back on every CPU this process started with, one torch thread each (at most 8). The two
     sides of a pair are scored with the same threads, so their figures compare exactly; separate runs on one kind
     of runner too."""
-    for task in _threads():
+    for task in threads():
         with contextlib.suppress(OSError):
             os.sched_setaffinity(task, cpus)
     if not isinstance(prepared, str) and prepared.device.type == "cpu":
         import torch
 
         torch.set_num_threads(min(len(cpus), 8))
-
-
-def _threads() -> list[int]:
-    """This process's threads (policy and affinity are per thread on Linux)."""
-    return [int(task.name) for task in Path("/proc/self/task").iterdir()]
 
 
 class Prepared:
