@@ -362,13 +362,14 @@ from canary_action.train.builtin.example_factory import build_trainer as plain
 DONE = threading.Event()
 
 
-def base_side():
+def base_side(mine):
+    # this pair's own base side only: the suite runs other pairs beside this one, and their base sides are not ours
     for entry in Path("/proc").iterdir():
         try:
             parts = (entry / "cmdline").read_bytes().split(b"\\0")
         except OSError:
             continue
-        if any(part.endswith(b"/base/side.json") for part in parts):
+        if any(os.path.realpath(part) == mine for part in parts if part.endswith(b"/base/side.json")):
             return int(entry.name)
     return None
 
@@ -379,9 +380,9 @@ def say(log, text):  # whole or not at all: the side may end, and this daemon th
 
 
 def stop_it(log):
-    pid = None
+    pid, mine = None, os.fsencode(os.path.realpath(log.parent.parent.parent / "base" / "side.json"))
     while pid is None and not DONE.is_set():
-        pid, _ = base_side(), time.sleep(0.01)
+        pid, _ = base_side(mine), time.sleep(0.01)
     atexit.register(lambda: (DONE.set(), os.kill(pid, signal.SIGCONT)))
     stops = 0
     while not DONE.is_set():
