@@ -8,6 +8,7 @@ import click
 
 from canary_action.cli_options import ACCEPT_NUMERICS_HELP, threshold_options
 from canary_action.cli_report import emit, emit_report, result_json
+from canary_action.compare.confirm import CONFIRM_CAP_S
 from canary_action.config.thresholds import Tier
 from canary_action.destinations import output_folder
 from canary_action.errors import ConfigError, TrainingError, UsageError
@@ -29,6 +30,11 @@ from canary_action.extras import require_training_stack
 )
 @click.option("--cpus", help="CPUs both sides share, e.g. 0 or 0-3 (default: the first cpu_threads this may use).")
 @click.option("--setup", help="A shell command run in each tree first, installing into a per-side environment.")
+@click.option(
+    "--confirm-minutes", type=click.FloatRange(min=0), default=CONFIRM_CAP_S / 60, show_default=True,
+    help="A speed check that fails is confirmed by a second pair of fresh processes, capped at this many minutes "
+    "(a first pair longer than that is not repeated); 0: never.",
+)  # fmt: skip
 @click.option("--baseline", "baselines", multiple=True, type=click.Path(path_type=Path),
               help="Artifact baselines too (repeatable): history for the learning checks.")  # fmt: skip
 @threshold_options
@@ -50,6 +56,7 @@ def pair_command(  # click passes options as keywords
     seed: int | None,
     cpus: str | None,
     setup: str | None,
+    confirm_minutes: float,
     baselines: tuple[Path, ...],
     tier: Tier,
     threshold_file: Path | None,
@@ -64,10 +71,11 @@ def pair_command(  # click passes options as keywords
     pair.json, result.json and report.md (GitHub markdown); prints the report as `canary compare` does. Exit codes
     as `canary compare`; 2 when the head side refused its config, 3 when it crashed or the pair hung (after both
     sides' measurements are written and judged). A base side that cannot run is no fault of the pull request: the
-    verdict is neutral and the notes say how it failed.
+    verdict is neutral and the notes say how it failed. A speed check that fails is confirmed by a second pair
+    (DIR/<pair_id>/confirmation/) before it fails the pair: docs/lockstep.md.
     """
     from canary_action.compare.pair_judge import judge_pair
-    from canary_action.train.launch.pair import run_pair
+    from canary_action.train.launch.confirm_pair import run_confirmed
 
     if as_json and kind is not None:  # before training: known at once
         raise UsageError("--json prints the result, not a report", fix="leave out --format")
@@ -75,9 +83,10 @@ def pair_command(  # click passes options as keywords
         require_training_stack("`canary pair`")
     if output_dir is not None:
         output_folder(output_dir, flag="-o")
-    outcome = run_pair(
+    outcome = run_confirmed(
         base_tree, head_tree, config, output_dir=output_dir, overrides=overrides, chunk_steps=chunk_steps,
-        seed=seed, cpus=cpu_list(cpus) if cpus else None, setup=setup,
+        seed=seed, cpus=cpu_list(cpus) if cpus else None, setup=setup, cap_s=confirm_minutes * 60,
+        say=lambda text: click.echo(f"canary pair: {text}", err=True),
     )  # fmt: skip
     if not outcome.head.exists() or isinstance(outcome.error, ConfigError):
         raise outcome.error or TrainingError("the head side wrote no metrics.json", fix="read the log above")

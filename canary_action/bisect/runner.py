@@ -82,7 +82,7 @@ def run_bisect(
         _check_good(good_tree, plan, good_sha)
         measure = _measurer(state, root, good_tree, Path(scratch), say)
         try:
-            confirmed = measure(n)
+            confirmed = measure(n, confirm=True)
             if isinstance(confirmed, str):
                 raise TrainingError(
                     f"the pair of the bad commit {bad_sha[:10]} against the good one did not run: {confirmed}",
@@ -124,19 +124,22 @@ def _check_good(tree: Path, plan: BisectPlan, sha: str) -> None:
 
 def _measurer(
     state: _Bisect, root: Path, good_tree: Path, scratch: Path, say: Callable[[str], None]
-) -> Callable[[int], CompareResult | str]:
+) -> Callable[..., CompareResult | str]:
     """Commit k against the good commit, in a lockstep pair: its comparison, or why it could not be measured."""
     from canary_action.compare.pair_judge import judge_pair
+    from canary_action.train.launch.confirm_pair import run_confirmed
     from canary_action.train.launch.pair import run_pair
 
-    def measure(index: int) -> CompareResult | str:
+    def measure(index: int, *, confirm: bool = False) -> CompareResult | str:
         ref, plan = state.refs[index], state.plan
         say(f"pair {len(state.steps) + 1}: {ref.sha[:10]} {ref.subject!r} against the good commit")
         started = time.perf_counter()
         pair_dir: Path | None = None
         try:
             with worktree(root, ref.sha, scratch / ref.sha[:12]) as tree:
-                outcome = run_pair(
+                # The confirming pair is confirmed before it starts a search (compare/confirm.py); the search's
+                # own pairs are judged as they come, each one step of a search that re-measures where unclear.
+                outcome = (run_confirmed if confirm else run_pair)(
                     good_tree, tree, plan.config, output_dir=state.out / "pairs", overrides=plan.overrides,
                     chunk_steps=plan.chunk_steps, cpus=plan.cpus, setup=plan.setup,
                 )  # fmt: skip

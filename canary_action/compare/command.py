@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Final
@@ -12,12 +12,13 @@ from pydantic import ValidationError
 
 from canary_action.compare.baselines import BaselineSet, load_baselines, load_current
 from canary_action.compare.comparability import LEARNING_FIELDS, PERF_FIELDS
+from canary_action.compare.confirm import CONFIRMATION_DIR, Confirmation
 from canary_action.compare.result import CompareResult
 from canary_action.compare.runs import RunData
 from canary_action.compare.verdict import compare
 from canary_action.config.load import load_threshold_file
 from canary_action.config.thresholds import ThresholdFile, Tier, base_tier, resolve
-from canary_action.errors import MetricsFileError, NoBaselineError, UsageError
+from canary_action.errors import CanaryError, MetricsFileError, NoBaselineError, UsageError
 from canary_action.metrics.io import METRICS_FILE, clip_text
 from canary_action.metrics.pair import PairRecord
 
@@ -37,6 +38,7 @@ def run_compare(
     trusted_block: tuple[str, ThresholdFile | None] | None = None,
     trusted_pair: bool = True,
     numerics_accepted: bool = False,
+    confirmations: bool = True,
 ) -> CompareResult:
     """Load, merge thresholds (tier <- file <- the run's inline block, each base_tier replacing the tier before
     it, and said in the notes when it replaced one that was asked for), compare. Raises CanaryError subclasses.
@@ -47,9 +49,20 @@ def run_compare(
     that block, not the measured run's — a pull request's config must not loosen the limits it is judged by.
     `trusted_pair` False (report mode): a lockstep pair's base side is its head's partner only, not a baseline.
     `numerics_accepted`: a maintainer accepted the pair's change of the training numerics (fail_on_numerics_change).
+    A pair whose record names a confirming pair is judged with it (compare/confirm.py); `confirmations` False judges
+    the pair alone (the confirming pair itself, and the check that decides whether one is needed).
     """
     _check_allowed(allowed)
     members = pair_members(current_path)
+    confirmation = None
+    if members is not None and confirmations:
+        confirmation = _confirmation(
+            members[2], members[0].parent.parent, lambda second: run_compare(
+                second, baseline_paths, tier=tier, threshold_file=threshold_file, allowed=allowed, missing_ok=True,
+                trusted_block=trusted_block, trusted_pair=trusted_pair, numerics_accepted=numerics_accepted,
+                confirmations=False,
+            ),
+        )  # fmt: skip
     code = None
     if members is not None:  # a lockstep pair: its head side is judged, its base side first among the baselines
         current_path, base_side, record = members
@@ -103,7 +116,20 @@ def run_compare(
         code=code,
         trusted_pair=trusted_pair,
         numerics_accepted=numerics_accepted,
+        confirmation=confirmation,
     )
+
+
+def _confirmation(record: PairRecord, folder: Path, judge: Callable[[Path], CompareResult]) -> Confirmation | None:
+    """The pair's confirming pair, judged; None when the pair needed none. A confirming pair that is named but
+    missing or unreadable confirms nothing: the failure stands, saying why."""
+    if record.confirmation is None:
+        return Confirmation(None, "", record.not_confirmed) if record.not_confirmed else None
+    where = f"{CONFIRMATION_DIR}/{record.confirmation}"
+    try:
+        return Confirmation(judge(folder / CONFIRMATION_DIR / record.confirmation), where)
+    except CanaryError as e:
+        return Confirmation(None, where, f"the confirming pair {where} cannot be judged: {e.message}")
 
 
 def _replaced_tiers(tier: Tier, layers: Sequence[tuple[str, ThresholdFile | None]]) -> list[str]:

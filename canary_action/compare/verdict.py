@@ -12,8 +12,9 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Final
 
-from canary_action.compare import curves, gpu, heldout, numerics, paired, window
+from canary_action.compare import curves, gpu, heldout, numerics, paired, slow_process, window
 from canary_action.compare.comparability import LEARNING_FIELDS, PERF_FIELDS, describe, split
+from canary_action.compare.confirm import Confirmation, confirmed
 from canary_action.compare.context import Context
 from canary_action.compare.diff import config_changes, env_changes, op_changes
 from canary_action.compare.distributed import distributed_checks
@@ -59,13 +60,15 @@ def compare(
     code: CodeDiff | None = None,
     trusted_pair: bool = True,
     numerics_accepted: bool = False,
+    confirmation: Confirmation | None = None,
 ) -> CompareResult:
     """Judge `current` against `baselines` (newest first; may be empty: stability is judged alone). `code`: what a
     lockstep pair's head tree changed against its base tree (pair.json), the first suspect when nothing else
     differs. `trusted_pair` False (report mode: the pair came from the job that ran the pull request's code): its
     base side is the partner of the paired checks only, never one of the baselines the other checks, the warm-up
     cut and the history that holds the paired checks (perf.held_to_history) are taken from. `numerics_accepted`: a
-    maintainer accepted this commit's change of the training numerics (fail_on_numerics_change)."""
+    maintainer accepted this commit's change of the training numerics (fail_on_numerics_change). `confirmation`: a
+    lockstep pair's confirming pair (compare/confirm.py), which a failed speed check needs to stay failed."""
     untrusted = None if trusted_pair else paired.partner(current, baselines)
     pair_base = untrusted or paired.partner(current, baselines)  # held-out figures compare whatever else differs
     baselines = [b for b in baselines if b is not untrusted]
@@ -87,11 +90,15 @@ def compare(
     gpu_time = gpu.gpu_time_check(ctx)
     numerics_check, numerics_found = numerics.numerics_check(ctx)
     heldout_check, heldout_found = heldout.heldout_check(ctx, pair_base)
-    checks = gpu.one_cause(one_cause([
+    checks = [
         *stability_checks(ctx), *perf_results, *([gpu_time] if gpu_time else []), *distributed_checks(ctx),
         *memory_checks(ctx), heldout_check, *([numerics_check] if numerics_check else []),
         *learning_checks(ctx, band),
-    ]))  # fmt: skip
+    ]  # fmt: skip
+    if confirmation is not None:
+        second = confirmation.second.checks if confirmation.second is not None else None
+        checks = confirmed(checks, second, confirmation.where, confirmation.why_not)
+    checks = gpu.one_cause(one_cause(checks))
     checks.sort(key=lambda c: _ORDER[c.status])  # stable: within a status, the groups keep their order
     newest = baselines[0] if baselines else None
     profiled = next((b for b in baselines if b.profiler is not None and b.profiler_steps), None)
@@ -108,6 +115,8 @@ def compare(
     all_notes = [f"measurement quality: {w}" for w in current.measurement_warnings] + list(notes)
     stalls = paired.stall_report(current, partner)[0] if partner is not None else None
     all_notes += [stalls] if stalls else []
+    process = slow_process.process_note(current, partner, code) if partner is not None else None
+    all_notes += [process] if process else []
     if any(b.format == "rlhf-canary-0.1" for b in baselines):
         all_notes.append(
             "an rlhf-canary 0.1 baseline has no per-step samples or fingerprints: its model, dataset and dtype and "

@@ -211,10 +211,10 @@ class LockstepTrainer:
     def __call__(self, config: str, base_sha: str, output_dir: Path) -> tuple[Path, list[str]]:
         """Run the pair: its directory (compare judges its head side against its base side), and notes. Raises
         NoPairBaseError, before anything trains, when the base side cannot be made."""
-        from canary_action.train.launch.pair import run_pair
+        from canary_action.train.launch.confirm_pair import run_confirmed
 
         base = self.base_tree(config, base_sha)
-        outcome = run_pair(base, self.workspace, Path(config), output_dir=output_dir, setup=self.setup)
+        outcome = run_confirmed(base, self.workspace, Path(config), output_dir=output_dir, setup=self.setup)
         notes = [f"baseline: the base commit {base_sha[:12]}, trained in lockstep beside this one", *outcome.notes]
         if outcome.error is not None:
             if isinstance(outcome.error, TrainingError) and outcome.head.is_file():

@@ -14,9 +14,10 @@ from pydantic import Field
 from canary_action.metrics.heldout import HeldoutEval
 from canary_action.metrics.schema import Closed
 
-PAIR_RECORD_VERSION: Final = 4
-#: Versions read: 2 added `code`, 3 `head_uid`, 4 `heldout`, and nothing else.
-READ_PAIR_RECORD_VERSIONS: Final = (1, 2, 3, 4)
+PAIR_RECORD_VERSION: Final = 5
+#: Versions read: 2 added `code`, 3 `head_uid`, 4 `heldout`, 5 `process`, `confirmation` and `not_confirmed`, and
+#: nothing else.
+READ_PAIR_RECORD_VERSIONS: Final = (1, 2, 3, 4, 5)
 Side = Literal["base", "head"]
 ChangeKind = Literal["added", "removed", "modified"]
 
@@ -58,8 +59,25 @@ class CodeDiff(Closed):
     note: str | None = Field(None, description="Why the list may be incomplete (a walk that stopped).")
 
 
+class ProcessSummary(Closed):
+    """A side's process, per step: the medians over its steps after the first (metrics.json has every step's).
+    What tells a slow process from slow code (train/process_counters.py); None where the side did not measure it."""
+
+    steps: int = Field(ge=0, description="The steps summarised.")
+    step_time_s: float | None = None
+    cpu_s: float | None = Field(None, description="User and system CPU time per step, all threads.")
+    user_cpu_s: float | None = None
+    system_cpu_s: float | None = None
+    minor_faults: float | None = None
+    major_faults: float | None = None
+    voluntary_switches: float | None = None
+    involuntary_switches: float | None = None
+    runqueue_wait_s: float | None = Field(None, description="The training thread's wait for a CPU while runnable.")
+    cpus: list[int] = Field(default_factory=list, description="The CPUs the training thread ended its steps on.")
+
+
 class PairRecord(Closed):
-    pair_record_version: Literal[1, 2, 3, 4] = PAIR_RECORD_VERSION
+    pair_record_version: Literal[1, 2, 3, 4, 5] = PAIR_RECORD_VERSION
     pair_id: str
     chunk_steps: int
     seed: int = Field(description="Seed of the random orders: which side starts first, and inside each round.")
@@ -79,4 +97,16 @@ class PairRecord(Closed):
         None,
         description="Both sides' held-out evaluations, by the coordinator's evaluator on the same examples (the base "
         "side's config decides them); None: the base config turns it off, or version 1-3.",
+    )
+    process: dict[Side, ProcessSummary] | None = Field(
+        None, description="Each side's process, per step (version 5; None where neither side measured it)."
+    )
+    confirmation: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="The confirming pair, a folder of confirmation/ beside this record: a speed check failed, so the "
+        "same trees ran again as fresh processes with a new seed (compare/confirm.py).",
+    )
+    not_confirmed: str | None = Field(
+        None, description="Why a speed check that failed has no confirming pair (the wall-time cap, a crash)."
     )

@@ -31,6 +31,17 @@ GENERATION_S = "perf/generation_s"
 #: The process's CPU time over the step (all its threads; time.process_time): beside the step's wall time it shows
 #: a process that was stopped or starved (its CPU time per wall second collapses). Lockstep pairs judge by it.
 CPU_S = "perf/cpu_s"
+#: What tells a slow process from slow code (train/process_counters.py), each the change over the step: user and
+#: system CPU time, minor and major page faults, voluntary and involuntary context switches (the whole process),
+#: the training thread's time waiting for a CPU while runnable; and the CPU that thread ran on at the step's end.
+USER_CPU_S = "proc/user_cpu_s"
+SYSTEM_CPU_S = "proc/system_cpu_s"
+MINOR_FAULTS = "proc/minor_faults"
+MAJOR_FAULTS = "proc/major_faults"
+VOLUNTARY_SWITCHES = "proc/voluntary_switches"
+INVOLUNTARY_SWITCHES = "proc/involuntary_switches"
+RUNQUEUE_WAIT_S = "proc/runqueue_wait_s"
+CPU_NUMBER = "proc/cpu"
 NUM_TOKENS = "data/num_tokens"
 NUM_SAMPLES = "data/num_samples"
 LOSS = "train/loss"

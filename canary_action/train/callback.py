@@ -24,6 +24,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 
 from canary_action import interrupts
 from canary_action.metrics import schema as m
+from canary_action.train import process_counters
 from canary_action.train.gpu_time import KernelClock
 from canary_action.train.probes import DeviceProbe
 
@@ -132,6 +133,7 @@ class MetricsCallback(TrainerCallback):
         self._train_start = 0.0
         self._last_step_end = 0.0
         self._last_step_cpu = 0.0
+        self._last_counters: process_counters.Counters | None = None
         self._grad_norms: torch.Tensor | None = None
         self._grad_names: list[str] = []
         self._pending: dict[str, float | None] = {}
@@ -148,6 +150,7 @@ class MetricsCallback(TrainerCallback):
             self.clock.before_step(1)
         self._last_step_end = self.first_step_at = time.perf_counter()
         self._last_step_cpu = time.process_time()
+        self._last_counters = process_counters.read()
 
     def on_pre_optimizer_step(
         self,
@@ -169,7 +172,7 @@ class MetricsCallback(TrainerCallback):
     ) -> None:
         interrupts.raise_if_pending()  # a Ctrl-C swallowed inside the step (a finaliser's) still ends the run
         self.probe.synchronize()
-        now, cpu = time.perf_counter(), time.process_time()
+        now, cpu, process = time.perf_counter(), time.process_time(), process_counters.read()
         step = state.global_step
         counters = self.counters.take()
         row: dict[str, float | None] = {
@@ -183,6 +186,8 @@ class MetricsCallback(TrainerCallback):
         }
         if counters.generation_s is not None:
             row[m.GENERATION_S] = counters.generation_s
+        if self._last_counters is not None:
+            row.update(process_counters.step_columns(self._last_counters, process))
         if model is not None:
             row[m.WEIGHT_SUM] = weight_sum(model)
         row.update(self.probe.step_readings())
@@ -210,6 +215,7 @@ class MetricsCallback(TrainerCallback):
         # the overhead benchmark), not outside every measurement; after the gate and the work between steps,
         # so waiting and the profiler's start and export (seconds: the trace of every op) land in none.
         self._last_step_end, self._last_step_cpu = time.perf_counter(), time.process_time()
+        self._last_counters = process_counters.read()
 
     def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
         if self.clock is not None:  # a stop decided after a step's end (a NaN in its logs): its steps are timed

@@ -41,7 +41,7 @@ from canary_action.errors import CanaryError, ConfigError, RunInterrupted, Train
 from canary_action.evaluate.client import Evaluator
 from canary_action.metrics import schema as m
 from canary_action.metrics.heldout import HeldoutEval
-from canary_action.metrics.pair import PairRecord, Round, Side, SideEnd
+from canary_action.metrics.pair import PairRecord, ProcessSummary, Round, Side, SideEnd
 from canary_action.metrics.stream import rebuild_killed
 from canary_action.train.launch import heldout
 from canary_action.train.launch.environment import (
@@ -125,8 +125,10 @@ def run_pair(
     seed: int | None = None,
     cpus: Sequence[int] | None = None,
     setup: str | None = None,
+    max_wall_s: float | None = None,
 ) -> PairOutcome:
-    """Train the config from both trees in lockstep; write base/ and head/ metrics.json and pair.json."""
+    """Train the config from both trees in lockstep; write base/ and head/ metrics.json and pair.json. `max_wall_s`:
+    a pair still training after that long is stopped as a hung one (a confirming pair's cap)."""
     if chunk_steps < 1:
         raise UsageError(f"--chunk-steps must be at least 1, got {chunk_steps}", fix="pass 1 or more")
     trees = (base_tree, head_tree)
@@ -145,7 +147,7 @@ def run_pair(
     try:
         try:
             shared = set(cpus) if cpus else pair_cpus(sides[1].loaded)
-            deadline = time.monotonic() + START_MARGIN_S + 2 * max(s.loaded.config.timeout_minutes for s in sides) * 60
+            deadline = _deadline(sides, max_wall_s)
             _start_sides(sides, pair_id, started, chunk_steps, rng=rng, deadline=deadline, setup=setup)
             evaluator = _start_evaluator(sides, pair_dir, shared)
             _take_turns(sides, rounds, rng, deadline, shared)
@@ -168,7 +170,7 @@ def run_pair(
     record = PairRecord(
         pair_id=pair_id, chunk_steps=chunk_steps, seed=seed, started_at=_iso(started), finished_at=_iso(finished),
         wall_s=(finished - started).total_seconds(), rounds=rounds, base=_end(base), head=_end(head), code=code,
-        head_uid=head.identity.uid, heldout=evaluations,
+        head_uid=head.identity.uid, heldout=evaluations, process=_processes(sides),
     )  # fmt: skip
     (pair_dir / "pair.json").write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if interrupted is not None:
@@ -183,6 +185,12 @@ def run_pair(
     base_error = _side_error(base, pair_dir)
     notes = [f"{base_error.message}: the base side's steps up to then are the baseline"] if base_error else []
     return PairOutcome(pair_dir, record, *paths, error=error, notes=notes)
+
+
+def _deadline(sides: Sequence[_Side], max_wall_s: float | None) -> float:
+    """When the pair counts as hung: both sides' training timeouts after a start margin, or `max_wall_s`."""
+    deadline = time.monotonic() + START_MARGIN_S + 2 * max(s.loaded.config.timeout_minutes for s in sides) * 60
+    return deadline if max_wall_s is None else min(deadline, time.monotonic() + max_wall_s)
 
 
 def _start_sides(
@@ -502,6 +510,22 @@ def _end(side: _Side) -> SideEnd:
         exit_code=side.process.returncode if side.process is not None else None,
         steps=metrics.summary.num_steps if metrics is not None and metrics.summary else side.steps,
     )
+
+
+def _processes(sides: Sequence[_Side]) -> dict[Side, ProcessSummary] | None:
+    """Each side's process per step (compare/slow_process.py), from its metrics.json; None where neither has it."""
+    from canary_action.compare.slow_process import process_summary
+
+    found: dict[Side, ProcessSummary] = {}
+    for side in sides:
+        try:
+            metrics = _read(side)
+        except (CanaryError, OSError, ValueError):  # a head side's file is its own to write: the comparison says
+            continue
+        summary = process_summary(metrics.series) if metrics is not None else None
+        if summary is not None:
+            found[side.name] = summary
+    return found or None
 
 
 def _read(side: _Side) -> m.Metrics | None:

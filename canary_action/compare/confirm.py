@@ -1,0 +1,93 @@
+"""Confirm before failing: a lockstep pair that fails a speed check is run again, as fresh processes with a new
+seed, and the check fails only when the second pair fails it too and the two effects agree.
+
+One process can be slow for its whole life while running the same code (docs/lockstep.md, "A slow process"); a
+second pair draws new processes, so a slow process rarely repeats, while a slower pull request always does.
+`canary pair`, `canary bisect`'s confirming pair and the action all run the second pair (train/launch/pair.py,
+`run_confirmed`); the comparison of a pair whose record names one judges both (compare/command.py), so the
+verdict can be recomputed from the files alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from canary_action.compare.result import Check, CompareResult
+
+#: The checks a slow process can fail: the paired speed figures. Confirmed; everything else is judged on the first
+#: pair alone (memory, stability, learning and numerics do not depend on how fast a process ran).
+SPEED_CHECKS: Final = ("step_time", "tokens_per_sec", "gpu_time")
+#: The longest a confirming pair may take, and the longest first pair that is confirmed (seconds). A slow runner
+#: pays one more pair per failing pull request at most, never more than this.
+CONFIRM_CAP_S: Final = 30 * 60
+#: Where a pair's confirming pair is written: a folder of its own directory.
+CONFIRMATION_DIR: Final = "confirmation"
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What confirms a pair's speed failures: the second pair's comparison (None when there is none) and its folder,
+    or why there is none."""
+
+    second: CompareResult | None
+    where: str
+    why_not: str | None = None
+
+
+def failed_speed_checks(result: CompareResult) -> list[str]:
+    """The speed checks `result` failed: what a second pair must confirm."""
+    return [c.name for c in result.checks if c.name in SPEED_CHECKS and c.status == "fail"]
+
+
+def confirmed(checks: Sequence[Check], second: Sequence[Check] | None, where: str, why_not: str | None) -> list[Check]:
+    """The first pair's checks with each failed speed check confirmed by `second` (the confirming pair's
+    checks; its folder is `where`): it fails only when the second pair failed it too and both intervals overlap;
+    otherwise it warns, naming both pairs' effects. Without a second pair (`why_not` says why) a failure stands,
+    saying it was not confirmed: an unconfirmed failure is still a failure, never a pass."""
+    out = []
+    for check in checks:
+        if check.name not in SPEED_CHECKS or check.status != "fail":
+            out.append(check)
+        elif second is None:
+            said = f"{check.message}; not confirmed by a second pair ({why_not or 'none was run'})"
+            out.append(check.model_copy(update={"message": said}))
+        else:
+            out.append(_judged_twice(check, next((c for c in second if c.name == check.name), None), where))
+    return out
+
+
+def _judged_twice(first: Check, second: Check | None, where: str) -> Check:
+    if second is not None and second.status == "fail" and agree(first, second):
+        said = f"{first.message}; confirmed by a second pair: {effect_text(second)}"
+        return first.model_copy(update={"message": said})
+    if second is None:
+        found = "did not judge it"
+    elif second.status == "fail":
+        found = f"failed it too but by a different amount, {effect_text(second)} (the intervals do not overlap)"
+    else:
+        found = f"measured {effect_text(second)} ({second.status})"
+    said = (
+        f"not confirmed: the first pair measured {effect_text(first)}, a second pair of fresh processes ({where}) "
+        f"{found}; a process that ran slow, not the code, is the likelier cause (see the slow-process note)"
+    )
+    return first.model_copy(update={"status": "warn", "message": said})
+
+
+def agree(first: Check, second: Check) -> bool:
+    """The two effects' intervals overlap (either without an interval: they agree when both are worse)."""
+    a, b = first.interval, second.interval
+    if a is None or b is None:
+        return True
+    return a.low <= b.high and b.low <= a.high
+
+
+def effect_text(check: Check) -> str:
+    """`+14.2 % [+13.0, +15.5]`, or the change alone without an interval."""
+    if check.delta_pct is None:
+        return check.message
+    text = f"{check.delta_pct:+.1f} %"
+    if check.interval is not None:
+        text += f" [{check.interval.low:+.1f}, {check.interval.high:+.1f}]"
+    return text

@@ -1,0 +1,140 @@
+"""A slow process, told from slow code: the sides' CPU time, page faults, context switches and run-queue wait per
+step (train/process_counters.py), side by side.
+
+Slower code spends more CPU time on the same steps. So does a process that runs the same code worse: one whose
+memory faults in afresh every step (system time, minor faults), one that a neighbour keeps off its CPU (run-queue
+wait, involuntary switches), one that reads from disk (major faults). When the two sides of a pair spend different
+CPU time per step while their code is the same, the process is the cause; when the code differs, these figures
+say which kind of work grew. docs/lockstep.md, "A slow process".
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from canary_action.compare import paired
+from canary_action.compare.runs import RunData
+from canary_action.metrics import schema as m
+from canary_action.metrics.pair import CodeDiff, ProcessSummary
+
+#: A difference in CPU time per step between the sides (or a side against its own first rounds) worth naming.
+CPU_SHARE: Final = 0.05
+#: A side whose CPU time per step in its last third of rounds is this far from its first third's.
+DRIFT_SHARE: Final = 0.2
+#: Mechanism -> the per-step figure below which it is not named (any process faults a page or waits now and then).
+MECHANISM_FLOORS: Final = {
+    "system_cpu_s": 0.002, "minor_faults": 100.0, "major_faults": 10.0, "involuntary_switches": 5.0,
+    "runqueue_wait_s": 0.002,
+}  # fmt: skip
+#: summary field -> (column, how it reads)
+FIGURES: Final[dict[str, tuple[str, str]]] = {
+    "cpu_s": (m.CPU_S, "CPU"),
+    "system_cpu_s": (m.SYSTEM_CPU_S, "system CPU"),
+    "minor_faults": (m.MINOR_FAULTS, "minor page faults"),
+    "major_faults": (m.MAJOR_FAULTS, "major page faults"),
+    "involuntary_switches": (m.INVOLUNTARY_SWITCHES, "involuntary switches"),
+    "runqueue_wait_s": (m.RUNQUEUE_WAIT_S, "run-queue wait"),
+}
+
+
+def process_summary(series: Mapping[str, Sequence[float | None]]) -> ProcessSummary | None:
+    """A side's per-step medians over its steps after the first, from its metrics.json series; None when it
+    measured none of the process counters (an older release, a side that never stepped twice)."""
+    column = series.get(m.USER_CPU_S)
+    if column is None or len(column) < 2:
+        return None
+
+    def median(name: str) -> float | None:
+        values = [v for v in (series.get(name) or [])[1:] if v is not None]
+        return statistics.median(values) if values else None
+
+    cpus = sorted({int(v) for v in (series.get(m.CPU_NUMBER) or [])[1:] if v is not None})
+    return ProcessSummary(
+        steps=len(column) - 1, step_time_s=median(m.STEP_TIME_S), cpu_s=median(m.CPU_S),
+        user_cpu_s=median(m.USER_CPU_S), system_cpu_s=median(m.SYSTEM_CPU_S), minor_faults=median(m.MINOR_FAULTS),
+        major_faults=median(m.MAJOR_FAULTS), voluntary_switches=median(m.VOLUNTARY_SWITCHES),
+        involuntary_switches=median(m.INVOLUNTARY_SWITCHES), runqueue_wait_s=median(m.RUNQUEUE_WAIT_S), cpus=cpus,
+    )  # fmt: skip
+
+
+def process_note(current: RunData, partner: RunData, code: CodeDiff | None) -> str | None:
+    """A note when the sides' CPU time per step differs by more than CPU_SHARE over the rounds both judged and
+    either their code is the same (an A/A pair: the process differs, not the work) or the head side's process
+    shows a mechanism the base side's does not (system time, page faults, switches, run-queue wait); or when a
+    side's CPU time per step rose over its own first rounds'. With both sides' figures. None otherwise."""
+    pairs = paired.common_rounds(current, partner)
+    if len(pairs) < paired.MIN_ROUNDS:
+        return None
+    head_rows = [r for mine, _ in pairs for r in mine]
+    base_rows = [r for _, theirs in pairs for r in theirs]
+    head, base = per_step(current, head_rows), per_step(partner, base_rows)
+    head_cpu, base_cpu = head["cpu_s"], base["cpu_s"]
+    if head_cpu is None or not base_cpu:
+        return None
+    said = []
+    ratio = head_cpu / base_cpu - 1
+    same_code = code is not None and code.num_files == 0
+    differs = mechanisms(head, base)
+    if abs(ratio) > CPU_SHARE and (same_code or differs):
+        why = "the code is the same, so the process differs, not the work" if same_code else ", ".join(differs)
+        said.append(
+            f"the head side spent {100 * ratio:+.1f} % CPU time per step against the base side: {why} "
+            f"(head {describe(head)}; base {describe(base)})"
+        )
+    said += [d for run, rows, name in ((current, head_rows, "head"), (partner, base_rows, "base"))
+             if (d := _drift(run, rows, name))]  # fmt: skip
+    return ("slow process: " + "; ".join(said)) if said else None
+
+
+def mechanisms(head: Mapping[str, float | None], base: Mapping[str, float | None]) -> list[str]:
+    """What the head side's process did per step that the base side's did not, in words: a figure at least twice
+    the other side's and clear of its floor (what any process shows now and then)."""
+    found = []
+    for name, floor in MECHANISM_FLOORS.items():
+        mine, theirs = head.get(name), base.get(name)
+        if mine is None or theirs is None or max(mine, theirs) < floor:
+            continue
+        if mine > 2 * theirs or theirs > 2 * mine:
+            found.append(f"{FIGURES[name][1]} {_amount(name, mine)} per step against {_amount(name, theirs)}")
+    return found
+
+
+def per_step(run: RunData, rows: Sequence[int]) -> dict[str, float | None]:
+    """Summary field -> its median per step over `rows` (None where the run did not record it)."""
+    series = run.metrics.series if run.metrics is not None else {}
+    figures: dict[str, float | None] = {}
+    for name, (column, _) in FIGURES.items():
+        values = series.get(column) or []
+        found = [v for r in rows if r < len(values) and (v := values[r]) is not None]
+        figures[name] = statistics.median(found) if found else None
+    return figures
+
+
+def _amount(name: str, value: float) -> str:
+    return f"{value:.3f} s" if name.endswith("_s") else f"{value:,.0f}"
+
+
+def describe(figures: Mapping[str, float | None]) -> str:
+    """`0.324 s CPU, 0.012 s system CPU, 4,100 minor page faults, ...` per step, what was recorded."""
+    parts = []
+    for name, (_, label) in FIGURES.items():
+        value = figures.get(name)
+        if value is None:
+            continue
+        parts.append(f"{_amount(name, value)} {label}")
+    return ", ".join(parts) + " per step"
+
+
+def _drift(run: RunData, rows: Sequence[int], name: str) -> str | None:
+    """A side whose CPU time per step in its last third of rounds is more than DRIFT_SHARE above its first third's
+    (a process that slowed as it went: memory that fragments, a neighbour on its core). Faster is no news: caches
+    warm and a first round's one-off work ends."""
+    third = len(rows) // 3
+    if third < paired.MIN_ROUNDS:
+        return None
+    first, last = per_step(run, rows[:third])["cpu_s"], per_step(run, rows[-third:])["cpu_s"]
+    if not first or last is None or last / first - 1 <= DRIFT_SHARE:
+        return None
+    return f"the {name} side's CPU time per step rose from {first:.3f} s in its first rounds to {last:.3f} s"

@@ -1,0 +1,58 @@
+"""Confirm before failing (compare/confirm.py): which failures a second pair confirms, and how both are said."""
+
+from __future__ import annotations
+
+from canary_action.compare.confirm import confirmed
+from canary_action.compare.result import Check, Interval
+from canary_action.compare.slow_process import mechanisms
+
+
+def step(status: str, pct: float, low: float, high: float, name: str = "step_time") -> Check:
+    return Check(name=name, group="perf", status=status, unit="s", delta_pct=pct,  # type: ignore[arg-type]
+                 interval=Interval(low=low, high=high), message=f"{pct:+.1f} % measured")  # fmt: skip
+
+
+def test_a_failure_the_second_pair_repeats_stays_a_failure_and_says_so() -> None:
+    [check] = confirmed([step("fail", 10.2, 8.9, 11.5)], [step("fail", 9.4, 8.0, 10.8)], "confirmation/p2", None)
+    assert check.status == "fail"
+    assert check.message == "+10.2 % measured; confirmed by a second pair: +9.4 % [+8.0, +10.8]"
+
+
+def test_a_failure_the_second_pair_does_not_repeat_warns_with_both_effects() -> None:
+    [check] = confirmed([step("fail", 13.6, 12.0, 15.3)], [step("pass", 0.4, -0.9, 1.7)], "confirmation/p2", None)
+    assert check.status == "warn"
+    assert check.message.startswith(
+        "not confirmed: the first pair measured +13.6 % [+12.0, +15.3], a second pair of fresh processes "
+        "(confirmation/p2) measured +0.4 % [-0.9, +1.7] (pass)"
+    )
+
+
+def test_two_failures_that_disagree_are_not_a_confirmation() -> None:
+    [check] = confirmed([step("fail", 30.0, 28.0, 32.0)], [step("fail", 6.0, 4.5, 7.5)], "confirmation/p2", None)
+    assert check.status == "warn"
+    assert "failed it too but by a different amount, +6.0 % [+4.5, +7.5]" in check.message
+
+
+def test_without_a_second_pair_the_failure_stands_saying_why() -> None:
+    [check] = confirmed([step("fail", 10.0, 8.0, 12.0)], None, "", "the pair took 41.0 min, more than the 30 min cap")
+    assert check.status == "fail"
+    assert check.message.endswith("; not confirmed by a second pair (the pair took 41.0 min, more than the 30 min cap)")
+
+
+def test_only_failed_speed_checks_are_confirmed() -> None:
+    memory = step("fail", 40.0, 35.0, 45.0, name="max_memory")
+    passed = step("pass", 1.0, -1.0, 3.0)
+    checks = confirmed([memory, passed], [step("pass", 0.0, -1.0, 1.0)], "confirmation/p2", None)
+    assert checks == [memory, passed]
+
+
+def test_a_process_mechanism_is_named_only_when_one_side_shows_it_clearly() -> None:
+    head = {"system_cpu_s": 0.016, "minor_faults": 4097.0, "major_faults": 0.0, "involuntary_switches": 1.0,
+            "runqueue_wait_s": 0.0}  # fmt: skip
+    base = {"system_cpu_s": 0.0, "minor_faults": 1.0, "major_faults": 0.0, "involuntary_switches": 3.0,
+            "runqueue_wait_s": 0.0}  # fmt: skip
+    assert mechanisms(head, base) == [
+        "system CPU 0.016 s per step against 0.000 s",
+        "minor page faults 4,097 per step against 1",
+    ]
+    assert mechanisms(base, base) == []
