@@ -36,13 +36,18 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 REPO: Final = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run as a script: benchmarks/ is a package of the repository
+    sys.path.insert(0, str(REPO))
+
+from benchmarks import canaries  # noqa: E402
+
 CONFIG: Final = Path("canary.yaml")
 MANIFEST: Final = "manifest.jsonl"
 DOCS_BEGIN: Final = "<!-- lockstep:begin -->"
@@ -164,13 +169,15 @@ def matmul_s() -> float:
     return statistics.median(PlantedWork.timings_s(rounds=5))
 
 
-def unit_s(tree: Path, name: str, rounds: int = 5, per_round: int = 200) -> float:
+def unit_s(
+    tree: Path, name: str, rounds: int = 5, per_round: int = 200, module: str = "team_pipeline/trainer.py"
+) -> float:
     """Seconds per call of the team module's `name` (probe_diagnostic, vocab_check), on one thread as the canary
     trains: the median of `rounds` rounds after a warm-up."""
     import torch
 
     torch.set_num_threads(1)
-    spec = importlib.util.spec_from_file_location("team_trainer", tree / "team_pipeline" / "trainer.py")
+    spec = importlib.util.spec_from_file_location("team_trainer", tree / module)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -228,35 +235,48 @@ def make_tree(root: Path, name: str, kind: str = "none", count: int = 0) -> Path
     return tree
 
 
-def parse_plan(plan: str, load: str) -> list[tuple[str, str]]:
+def parse_plan(plan: str, load: str, labels: Collection[str] = LABELS) -> list[tuple[str, str]]:
     jobs = []
     for item in filter(None, plan.split(",")):
         label, _, count = item.partition(":")
-        if label != "single" and label not in LABELS:
+        if label != "single" and label not in labels:
             raise SystemExit(f"unknown label {label!r} in the plan")
         jobs += [(label, load)] * int(count)
     return jobs
 
 
-def collect(out: Path, *, quiet_plan: str, hog_plan: str, seed: int, ablation: Sequence[str] = ()) -> None:
+def collect(
+    out: Path, *, quiet_plan: str, hog_plan: str, seed: int, ablation: Sequence[str] = (), canary: str = "team-sft"
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     trees = out / "trees"
-    base = make_tree(trees, "base")
+    family = canaries.FAMILIES.get(canary)
+    base = make_tree(trees, "base") if family is None else family.make_tree(trees, "base")
     calibration, _ = run_pair(base, base, out / "calibration", ablation)
     step_s = json.loads((calibration / "base" / "metrics.json").read_text())["summary"]["step_time_s"]["median"]
-    units = {"loss": unit_s(base, "probe_diagnostic"), "collate": unit_s(base, "vocab_check")}
     heads: dict[str, tuple[Path, str]] = {"aa": (base, "")}
-    for label, (kind, size) in LABELS.items():
-        if kind in units:
-            count = round(size * step_s / units[kind])
-            what = "diagnostics in compute_loss" if kind == "loss" else "vocabulary checks in the collator"
-            heads[label] = (make_tree(trees, label, kind, count), f"{count} {what}")
+    if family is None:
+        units = {"loss": unit_s(base, "probe_diagnostic"), "collate": unit_s(base, "vocab_check")}
+        for label, (kind, size) in LABELS.items():
+            if kind in units:
+                count = round(size * step_s / units[kind])
+                what = "diagnostics in compute_loss" if kind == "loss" else "vocabulary checks in the collator"
+                heads[label] = (make_tree(trees, label, kind, count), f"{count} {what}")
+        labels: Collection[str] = LABELS
+    else:
+        module, function = family.unit
+        units = {function: unit_s(base, function, module=module)}
+        for label, size in canaries.LABELS.items():
+            if size:
+                count = round(size * step_s / units[function])
+                heads[label] = (family.make_tree(trees, label, count), f"{count} {family.planted}")
+        labels = canaries.LABELS
     calibrated = {
-        "step_s": step_s, "units_s": units, "steps": 100, "heads": {k: v[1] for k, v in heads.items()},
-        "ablation": list(ablation),
+        "canary": canary, "step_s": step_s, "units_s": units, "steps": family.steps if family else 100,
+        "heads": {k: v[1] for k, v in heads.items()}, "ablation": list(ablation),
     }  # fmt: skip
     (out / "calibration.json").write_text(json.dumps(calibrated, indent=2), encoding="utf-8")
-    jobs = parse_plan(quiet_plan, "quiet") + parse_plan(hog_plan, "hog")
+    jobs = parse_plan(quiet_plan, "quiet", labels) + parse_plan(hog_plan, "hog", labels)
     random.Random(seed).shuffle(jobs)
     with (out / MANIFEST).open("a", encoding="utf-8") as manifest:
         for number, (label, load) in enumerate(jobs, 1):
@@ -277,7 +297,8 @@ def collect(out: Path, *, quiet_plan: str, hog_plan: str, seed: int, ablation: S
 
 
 def cmd_collect(args: argparse.Namespace) -> None:
-    collect(args.output, quiet_plan=args.quiet_plan, hog_plan=args.hog_plan, seed=args.seed, ablation=args.ablate)
+    collect(args.output, quiet_plan=args.quiet_plan, hog_plan=args.hog_plan, seed=args.seed, ablation=args.ablate,
+            canary=args.canary)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -512,6 +533,105 @@ def cmd_replay(args: argparse.Namespace) -> None:
         docs.write_text(page[:start] + "\n" + text + "\n" + page[stop:], encoding="utf-8")
 
 
+FAMILIES_BEGIN: Final = "<!-- lockstep-families:begin -->"
+FAMILIES_END: Final = "<!-- lockstep-families:end -->"
+
+
+@dataclass(frozen=True)
+class Collected:
+    """One `collect` run: its calibration, manifest rows and judged pairs, with what each pair's record says."""
+
+    data: Path
+    calibration: dict[str, Any]
+    rows: list[dict[str, Any]]
+    judged: list[Judged]
+    confirmed: dict[str, str]
+    """pair -> "confirmation" (a second pair ran), "not confirmed: why", or "" (none was needed)."""
+    slow_notes: dict[str, str]
+    """pair -> its slow-process note, where the comparison wrote one."""
+
+
+def load_collection(data: Path) -> Collected:
+    from canary_action.compare.command import run_compare
+
+    rows = [json.loads(line) for line in (data / MANIFEST).read_text(encoding="utf-8").splitlines() if line]
+    calibration = json.loads((data / "calibration.json").read_text(encoding="utf-8"))
+    judged = judge_all(data, rows)
+    confirmed, slow = {}, {}
+    for row in rows:
+        if row["label"] == "single":
+            continue
+        record = json.loads((data / row["pair"] / "pair.json").read_text(encoding="utf-8"))
+        confirmed[row["pair"]] = (
+            "confirmation" if record.get("confirmation") else (f"not confirmed: {record['not_confirmed']}"
+                                                               if record.get("not_confirmed") else "")
+        )  # fmt: skip
+        notes = run_compare(data / row["pair"], []).notes
+        slow[row["pair"]] = next((n for n in notes if n.startswith("slow process: ")), "")
+    return Collected(data, calibration, rows, judged, confirmed, slow)
+
+
+def render_families(collections: Sequence[Collected]) -> str:
+    """Per canary family: A/A false alarms with confirmation (and the first pairs that failed alone), planted
+    slowdowns caught, the slow-process notes, the fitted process-level spread and the wall time against one run."""
+    lines = [
+        "| canary | collected (UTC) | load | A/A pairs | false alarms | first pair failed, not confirmed | "
+        "slow-process note | +5 % caught | +10 % caught |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    families: dict[str, list[Collected]] = {}
+    for c in collections:
+        families.setdefault(c.calibration.get("canary", "team-sft"), []).append(c)
+    fits, walls = [], []
+    for name, group in families.items():
+        for c in group:
+            when = ", ".join(sorted({r["started"][:5] for r in c.rows}))[:11] + " ..."
+            for load in ("quiet", "hog"):
+                judged = [j for j in c.judged if j.load == load]
+                if not judged:
+                    continue
+                aa = [j for j in judged if j.label == "aa"]
+                alarms = sum(j.paired_verdict == "regression" for j in aa)
+                unconfirmed = sum(c.confirmed[j.pair].startswith(("confirmation", "not")) for j in aa)
+                noted = sum(bool(c.slow_notes[j.pair]) for j in aa)
+                caught = {
+                    size: [j.paired_step == "fail" for j in judged if _nominal(c, j.label) == size]
+                    for size in (0.05, 0.10)
+                }
+                cells = [f"{sum(v)}/{len(v)}" if v else "—" for v in caught.values()]
+                lines.append(
+                    f"| {name} | {c.data.name} {when} | {load} | {len(aa)} | {alarms} | {unconfirmed} | {noted} | "
+                    f"{cells[0]} | {cells[1]} |"
+                )
+        aa_all = [j for c in group for j in c.judged if j.label == "aa"]
+        fits.append(f"{name} {100 * process_spread(aa_all):.2f} % (over {len(aa_all)} A/A pairs)")
+        singles = [r["wall_s"] for c in group for r in c.rows if r["label"] == "single"]
+        pairs = [j.wall_s for c in group for j in c.judged if j.label == "aa"]
+        if singles and pairs:
+            pair_s, single_s = statistics.median(pairs), statistics.median(singles)
+            walls.append(f"{name}: an A/A pair {pair_s:.0f} s, one run {single_s:.0f} s ({pair_s / single_s:.2f}x)")
+    lines += ["", "Process-level spread fitted from the A/A pairs, per family: " + "; ".join(fits) + "."]
+    if walls:
+        lines += ["", "Wall time (medians; a pair includes both sides, compare and report): " + "; ".join(walls) + "."]
+    return "\n".join(lines)
+
+
+def _nominal(collection: Collected, label: str) -> float | None:
+    if label in canaries.LABELS:
+        return canaries.LABELS[label] or None
+    return LABELS[label][1] if label in LABELS and LABELS[label][1] else None
+
+
+def cmd_families(args: argparse.Namespace) -> None:
+    text = render_families([load_collection(d) for d in args.data])
+    print(text)
+    if args.write_docs:
+        docs = REPO / "docs" / "benchmarks.md"
+        page = docs.read_text(encoding="utf-8")
+        start, stop = page.index(FAMILIES_BEGIN) + len(FAMILIES_BEGIN), page.index(FAMILIES_END)
+        docs.write_text(page[:start] + "\n" + text + "\n" + page[stop:], encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python benchmarks/lockstep.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(required=True)
@@ -520,6 +640,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--quiet-plan", default=QUIET_PLAN, help=f"label:count,... on a quiet machine ({QUIET_PLAN})")
     p.add_argument("--hog-plan", default=HOG_PLAN, help=f"label:count,... beside the bursty hog ({HOG_PLAN})")
     p.add_argument("--seed", type=int, default=0, help="seed of the job order")
+    p.add_argument("--canary", choices=["team-sft", *canaries.FAMILIES], default="team-sft",
+                   help="the canary family (benchmarks/canaries.py); team-sft: the team trainer here")  # fmt: skip
     p.add_argument("--ablate", nargs="*", choices=["pin", "malloc"], default=[],
                    help="turn off pinning both sides to one CPU set, or the malloc tuning (to measure)")  # fmt: skip
     p.set_defaults(func=cmd_collect)
@@ -533,6 +655,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--threshold-file", type=Path, help="judge with these thresholds instead of the defaults")
     p.add_argument("--write-docs", action="store_true", help="replace the lockstep section of docs/benchmarks.md")
     p.set_defaults(func=cmd_replay)
+    p = sub.add_parser("families", help="A/A and planted pairs of several collections, per canary family")
+    p.add_argument("data", type=Path, nargs="+")
+    p.add_argument("--write-docs", action="store_true", help="replace the families section of docs/benchmarks.md")
+    p.set_defaults(func=cmd_families)
     args = parser.parse_args(argv)
     args.func(args)
 
