@@ -28,8 +28,13 @@ MECHANISM_FLOORS: Final = {
     "system_cpu_s": 0.002, "minor_faults": 100.0, "major_faults": 10.0, "involuntary_switches": 5.0,
     "runqueue_wait_s": 0.002,
 }  # fmt: skip
+#: The share of the sides' difference a mechanism must account for to be named.
+EXPLAINS: Final = 0.25
+#: A mechanism -> the count behind it, named beside it when it differs too.
+BEHIND: Final = {"system_cpu_s": "minor_faults", "runqueue_wait_s": "involuntary_switches"}
 #: summary field -> (column, how it reads)
 FIGURES: Final[dict[str, tuple[str, str]]] = {
+    "step_time_s": (m.STEP_TIME_S, "wall"),
     "cpu_s": (m.CPU_S, "CPU"),
     "system_cpu_s": (m.SYSTEM_CPU_S, "system CPU"),
     "minor_faults": (m.MINOR_FAULTS, "minor page faults"),
@@ -89,16 +94,33 @@ def process_note(current: RunData, partner: RunData, code: CodeDiff | None) -> s
 
 
 def mechanisms(head: Mapping[str, float | None], base: Mapping[str, float | None]) -> list[str]:
-    """What the head side's process did per step that the base side's did not, in words: a figure at least twice
-    the other side's and clear of its floor (what any process shows now and then)."""
+    """What the head side's process did per step that the base side's did not, in words, where it accounts for at
+    least EXPLAINS of the difference between the sides: kernel time (with the page faults behind it) for their CPU
+    time, run-queue wait (with the involuntary switches behind it) for their wall time; major page faults (reads
+    from disk) whenever one side has them. A figure is named at twice the other side's and above its floor."""
     found = []
-    for name, floor in MECHANISM_FLOORS.items():
+    for name, gap_of in (("system_cpu_s", "cpu_s"), ("runqueue_wait_s", "step_time_s"), ("major_faults", None)):
         mine, theirs = head.get(name), base.get(name)
-        if mine is None or theirs is None or max(mine, theirs) < floor:
+        if mine is None or theirs is None or not _differs(name, mine, theirs):
             continue
-        if mine > 2 * theirs or theirs > 2 * mine:
-            found.append(f"{FIGURES[name][1]} {_amount(name, mine)} per step against {_amount(name, theirs)}")
+        if gap_of is not None:
+            total_mine, total_theirs = head.get(gap_of), base.get(gap_of)
+            gap = abs(total_mine - total_theirs) if total_mine is not None and total_theirs is not None else 0.0
+            if abs(mine - theirs) < EXPLAINS * gap:
+                continue
+        found.append(_named(name, mine, theirs))
+        behind = BEHIND.get(name)
+        if behind and (a := head.get(behind)) is not None and (b := base.get(behind)) is not None:
+            found += [_named(behind, a, b)] if _differs(behind, a, b) else []
     return found
+
+
+def _differs(name: str, mine: float, theirs: float) -> bool:
+    return max(mine, theirs) >= MECHANISM_FLOORS[name] and (mine > 2 * theirs or theirs > 2 * mine)
+
+
+def _named(name: str, mine: float, theirs: float) -> str:
+    return f"{FIGURES[name][1]} {_amount(name, mine)} per step against {_amount(name, theirs)}"
 
 
 def per_step(run: RunData, rows: Sequence[int]) -> dict[str, float | None]:

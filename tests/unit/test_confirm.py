@@ -46,13 +46,20 @@ def test_only_failed_speed_checks_are_confirmed() -> None:
     assert checks == [memory, passed]
 
 
-def test_a_process_mechanism_is_named_only_when_one_side_shows_it_clearly() -> None:
-    head = {"system_cpu_s": 0.016, "minor_faults": 4097.0, "major_faults": 0.0, "involuntary_switches": 1.0,
-            "runqueue_wait_s": 0.0}  # fmt: skip
-    base = {"system_cpu_s": 0.0, "minor_faults": 1.0, "major_faults": 0.0, "involuntary_switches": 3.0,
-            "runqueue_wait_s": 0.0}  # fmt: skip
-    assert mechanisms(head, base) == [
-        "system CPU 0.016 s per step against 0.000 s",
+def test_a_process_mechanism_is_named_where_it_accounts_for_the_difference() -> None:
+    base = {"step_time_s": 0.030, "cpu_s": 0.026, "system_cpu_s": 0.0, "minor_faults": 1.0, "major_faults": 0.0,
+            "involuntary_switches": 3.0, "runqueue_wait_s": 0.0}  # fmt: skip
+    fresh_memory = {**base, "step_time_s": 0.052, "cpu_s": 0.047, "system_cpu_s": 0.020, "minor_faults": 4097.0}
+    assert mechanisms(fresh_memory, base) == [
+        "system CPU 0.020 s per step against 0.000 s",
         "minor page faults 4,097 per step against 1",
     ]
+    starved = {**base, "step_time_s": 0.045, "runqueue_wait_s": 0.014, "involuntary_switches": 12.0}
+    assert mechanisms(starved, base) == [
+        "run-queue wait 0.014 s per step against 0.000 s",
+        "involuntary switches 12 per step against 3",
+    ]
+    # Slower code that also waited a little more for its CPU: the wait explains too little of it to be named.
+    slower = {**base, "step_time_s": 0.060, "cpu_s": 0.056, "runqueue_wait_s": 0.004, "involuntary_switches": 19.0}
+    assert mechanisms(slower, base) == []
     assert mechanisms(base, base) == []
