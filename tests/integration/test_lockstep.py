@@ -430,7 +430,7 @@ def test_a_head_side_that_stops_the_base_side_is_refused_as_root_and_named_other
 
     isolated = canary_pair(base, head, tmp_path / "isolated")
     assert isolated.returncode == 1, isolated.stderr[-3000:]
-    [attack] = pair_dir(tmp_path / "isolated").rglob("attack.txt")
+    [attack] = (pair_dir(tmp_path / "isolated") / "head").rglob("attack.txt")  # the first pair's (a second confirms)
     assert attack.read_text(encoding="utf-8") == "refused"
     result = json.loads(isolated.stdout)
     assert result["verdict"] == "regression"
