@@ -1,9 +1,9 @@
 """Confirm before failing: a lockstep pair that fails a speed check is run again, as fresh processes with a new
-seed, and the check fails only when the second pair fails it too and the two effects agree.
+seed, and the check fails only when the second pair fails it too.
 
 One process can be slow for its whole life while running the same code (docs/lockstep.md, "A slow process"); a
 second pair draws new processes, so a slow process rarely repeats, while a slower pull request always does.
-`canary pair`, `canary bisect`'s confirming pair and the action all run the second pair (train/launch/pair.py,
+`canary pair`, `canary bisect`'s confirming pair and the action all run the second pair (train/launch/confirm_pair.py,
 `run_confirmed`); the comparison of a pair whose record names one judges both (compare/command.py), so the
 verdict can be recomputed from the files alone.
 """
@@ -43,9 +43,9 @@ def failed_speed_checks(result: CompareResult) -> list[str]:
 
 def confirmed(checks: Sequence[Check], second: Sequence[Check] | None, where: str, why_not: str | None) -> list[Check]:
     """The first pair's checks with each failed speed check confirmed by `second` (the confirming pair's
-    checks; its folder is `where`): it fails only when the second pair failed it too and both intervals overlap;
-    otherwise it warns, naming both pairs' effects. Without a second pair (`why_not` says why) a failure stands,
-    saying it was not confirmed: an unconfirmed failure is still a failure, never a pass."""
+    checks; its folder is `where`): it fails only when the second pair failed it too (saying so when the two
+    sizes disagree); otherwise it warns, naming both pairs' effects. Without a second pair (`why_not` says why) a
+    failure stands, saying it was not confirmed: an unconfirmed failure is still a failure, never a pass."""
     out = []
     for check in checks:
         if check.name not in SPEED_CHECKS or check.status != "fail":
@@ -59,15 +59,15 @@ def confirmed(checks: Sequence[Check], second: Sequence[Check] | None, where: st
 
 
 def _judged_twice(first: Check, second: Check | None, where: str) -> Check:
-    if second is not None and second.status == "fail" and agree(first, second):
+    if second is not None and second.status == "fail":
+        # Slower in two sets of processes is slower code. Two failures that differ in size (a large slowdown
+        # measured under load varies by more than its intervals say) still fail: a green gate before a broken run
+        # is the worst outcome, and a slow process twice in a row, each beyond the limit, is rarer than that.
         said = f"{first.message}; confirmed by a second pair: {effect_text(second)}"
+        if not agree(first, second):
+            said += " (the two pairs differ in its size: their intervals do not overlap)"
         return first.model_copy(update={"message": said})
-    if second is None:
-        found = "did not judge it"
-    elif second.status == "fail":
-        found = f"failed it too but by a different amount, {effect_text(second)} (the intervals do not overlap)"
-    else:
-        found = f"measured {effect_text(second)} ({second.status})"
+    found = "did not judge it" if second is None else f"measured {effect_text(second)} ({second.status})"
     said = (
         f"not confirmed: the first pair measured {effect_text(first)}, a second pair of fresh processes ({where}) "
         f"{found}; a process that ran slow, not the code, is the likelier cause (see the slow-process note)"

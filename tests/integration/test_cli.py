@@ -479,9 +479,10 @@ def test_the_command_line_is_frozen() -> None:
                              "--templates", "--trusted-config"]),
         "init-config": sorted(["out", "--type", "--tier", "--builtin", "--force"]),  # --builtin: issue 15 item 5
         # --format (terminal|markdown): as compare's, the walk-through after issue 15
+        # --confirm-minutes: issue 33 (a speed failure confirmed by a second pair)
         "pair": sorted(["config", "--base", "--head", "-o", "--output-dir", "--set", "--chunk-steps", "--seed",
-                        "--cpus", "--setup", "--baseline", "--threshold-tier", "--threshold-file", "--json",
-                        "--format", "--accept-numerics-change"]),
+                        "--cpus", "--setup", "--confirm-minutes", "--baseline", "--threshold-tier", "--threshold-file",
+                        "--json", "--format", "--accept-numerics-change"]),
         "report": sorted(["result_file", "--format", "-o", "--output", "--repo", "--pr", "--templates"]),
         "run": sorted(["config", "-o", "--output-dir", "--set"]),
         "save-baseline": sorted(["metrics", "dest"]),
