@@ -10,6 +10,7 @@ say which kind of work grew. docs/lockstep.md, "A slow process".
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Final
@@ -65,10 +66,11 @@ def process_summary(series: Mapping[str, Sequence[float | None]]) -> ProcessSumm
 
 
 def process_note(current: RunData, partner: RunData, code: CodeDiff | None) -> str | None:
-    """A note when the sides' CPU time per step differs by more than CPU_SHARE over the rounds both judged and
-    either their code is the same (an A/A pair: the process differs, not the work) or the head side's process
-    shows a mechanism the base side's does not (system time, page faults, switches, run-queue wait); or when a
-    side's CPU time per step rose over its own first rounds'. With both sides' figures. None otherwise."""
+    """A note when, over the rounds both sides judged, their CPU time per step differs by more than CPU_SHARE
+    while their code is the same (an A/A pair: the process differs, not the work), or their wall or CPU time per
+    step differs by that much and one side's process shows a mechanism that accounts for it (system time and
+    page faults, run-queue wait and involuntary switches: a neighbour on its CPU in its turns, major faults); or
+    when a side's CPU time per step rose over its own first rounds'. With both sides' figures. None otherwise."""
     pairs = paired.common_rounds(current, partner)
     if len(pairs) < paired.MIN_ROUNDS:
         return None
@@ -79,14 +81,16 @@ def process_note(current: RunData, partner: RunData, code: CodeDiff | None) -> s
     if head_cpu is None or not base_cpu:
         return None
     said = []
-    ratio = head_cpu / base_cpu - 1
+    cpu = head_cpu / base_cpu - 1
+    head_wall, base_wall = head["step_time_s"], base["step_time_s"]
+    wall = head_wall / base_wall - 1 if head_wall is not None and base_wall else 0.0
     same_code = code is not None and code.num_files == 0
     differs = mechanisms(head, base)
-    if abs(ratio) > CPU_SHARE and (same_code or differs):
-        why = "the code is the same, so the process differs, not the work" if same_code else ", ".join(differs)
+    if (abs(cpu) > CPU_SHARE and same_code) or (max(abs(cpu), abs(wall)) > CPU_SHARE and differs):
+        why = ", ".join(differs) if differs else "the code is the same, so the process differs, not the work"
         said.append(
-            f"the head side spent {100 * ratio:+.1f} % CPU time per step against the base side: {why} "
-            f"(head {describe(head)}; base {describe(base)})"
+            f"the head side's steps took {100 * wall:+.1f} % wall time and {100 * cpu:+.1f} % CPU time against the "
+            f"base side's: {why} (head {describe(head)}; base {describe(base)})"
         )
     said += [d for run, rows, name in ((current, head_rows, "head"), (partner, base_rows, "base"))
              if (d := _drift(run, rows, name))]  # fmt: skip
@@ -94,19 +98,24 @@ def process_note(current: RunData, partner: RunData, code: CodeDiff | None) -> s
 
 
 def mechanisms(head: Mapping[str, float | None], base: Mapping[str, float | None]) -> list[str]:
-    """What the head side's process did per step that the base side's did not, in words, where it accounts for at
-    least EXPLAINS of the difference between the sides: kernel time (with the page faults behind it) for their CPU
-    time, run-queue wait (with the involuntary switches behind it) for their wall time; major page faults (reads
-    from disk) whenever one side has them. A figure is named at twice the other side's and above its floor."""
+    """What one side's process did per step that the other's did not, in words, where it accounts for at least
+    EXPLAINS of the difference between the sides, in the same direction: kernel time (with the page faults behind
+    it) for their CPU time, run-queue wait (with the involuntary switches behind it) for their wall time; major
+    page faults (reads from disk) at twice the other side's. Each figure above its floor."""
     found = []
     for name, gap_of in (("system_cpu_s", "cpu_s"), ("runqueue_wait_s", "step_time_s"), ("major_faults", None)):
         mine, theirs = head.get(name), base.get(name)
-        if mine is None or theirs is None or not _differs(name, mine, theirs):
+        if mine is None or theirs is None or max(mine, theirs) < MECHANISM_FLOORS[name]:
             continue
-        if gap_of is not None:
+        if gap_of is None:
+            if not _differs(name, mine, theirs):
+                continue
+        else:
             total_mine, total_theirs = head.get(gap_of), base.get(gap_of)
-            gap = abs(total_mine - total_theirs) if total_mine is not None and total_theirs is not None else 0.0
-            if abs(mine - theirs) < EXPLAINS * gap:
+            if total_mine is None or total_theirs is None:
+                continue
+            gap = total_mine - total_theirs
+            if (mine - theirs) * math.copysign(1.0, gap) < EXPLAINS * abs(gap) or gap == 0:
                 continue
         found.append(_named(name, mine, theirs))
         behind = BEHIND.get(name)
