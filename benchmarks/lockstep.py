@@ -575,8 +575,8 @@ def render_families(collections: Sequence[Collected]) -> str:
     """Per canary family: A/A false alarms with confirmation (and the first pairs that failed alone), planted
     slowdowns caught, the slow-process notes, the fitted process-level spread and the wall time against one run."""
     lines = [
-        "| canary | collected (UTC) | load | A/A pairs | false alarms | first pair failed, not confirmed | "
-        "slow-process note | +5 % caught | +10 % caught |",
+        "| canary | collection, started (UTC) | load | A/A pairs | false alarms | A/A first pairs failed (confirming "
+        "pair run) | A/A slow-process notes | +5 % caught | +10 % caught |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     families: dict[str, list[Collected]] = {}
@@ -585,14 +585,15 @@ def render_families(collections: Sequence[Collected]) -> str:
     fits, walls = [], []
     for name, group in families.items():
         for c in group:
-            when = ", ".join(sorted({r["started"][:5] for r in c.rows}))[:11] + " ..."
+            starts = sorted(r["started"][:5] for r in c.rows)
+            when = f"{starts[0]}-{starts[-1]}"
             for load in ("quiet", "hog"):
                 judged = [j for j in c.judged if j.load == load]
                 if not judged:
                     continue
                 aa = [j for j in judged if j.label == "aa"]
                 alarms = sum(j.paired_verdict == "regression" for j in aa)
-                unconfirmed = sum(c.confirmed[j.pair].startswith(("confirmation", "not")) for j in aa)
+                needed = sum(bool(c.confirmed[j.pair]) for j in aa)
                 noted = sum(bool(c.slow_notes[j.pair]) for j in aa)
                 caught = {
                     size: [j.paired_step == "fail" for j in judged if _nominal(c, j.label) == size]
@@ -600,7 +601,7 @@ def render_families(collections: Sequence[Collected]) -> str:
                 }
                 cells = [f"{sum(v)}/{len(v)}" if v else "—" for v in caught.values()]
                 lines.append(
-                    f"| {name} | {c.data.name} {when} | {load} | {len(aa)} | {alarms} | {unconfirmed} | {noted} | "
+                    f"| {name} | {c.data.name} {when} | {load} | {len(aa)} | {alarms} | {needed} | {noted} | "
                     f"{cells[0]} | {cells[1]} |"
                 )
         aa_all = [j for c in group for j in c.judged if j.label == "aa"]

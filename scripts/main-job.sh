@@ -7,7 +7,8 @@
 #   2. A/B: a lockstep pair (`canary pair`, the action's default for pull requests) of that config and a "pull
 #      request" that plants a 0.3 s wait in every step (fault_injection.sleep_s_per_step: +131 % on the quiet
 #      2-core dev machine, +81 % beside two CPU-bound loops, 2026-11-28): the gate must catch it (regression),
-#      and report the training math identical (a wait changes no number).
+#      confirmed by a second pair of fresh processes (docs/lockstep.md), and report the training math identical
+#      (a wait changes no number).
 #   3. Correctness: a pair whose "pull request" sets DPO's beta ten times too large: its own loss falls as fast,
 #      but its model prefers the chosen answers far less on held-out pairs the canary scores itself: the gate must
 #      fail it on heldout_eval, and say that the training math changed from step 1.
