@@ -27,7 +27,7 @@ def test_touching_fresh_memory_shows_as_page_faults_and_the_columns_are_the_chan
 
 
 def test_a_sides_summary_is_its_medians_after_the_first_step() -> None:
-    series = {
+    series: dict[str, list[float | None]] = {
         m.STEP_TIME_S: [9.0, 1.0, 1.2, 1.1], m.CPU_S: [9.0, 0.9, 1.0, 1.1], m.USER_CPU_S: [8.0, 0.8, 0.9, 1.0],
         m.SYSTEM_CPU_S: [1.0, 0.1, 0.1, 0.1], m.MINOR_FAULTS: [5000, 10, 30, 20], m.MAJOR_FAULTS: [3, 0, 0, 0],
         m.VOLUNTARY_SWITCHES: [1.0, 2.0, 2.0, 2.0], m.INVOLUNTARY_SWITCHES: [0.0, 1.0, 3.0, 2.0],
