@@ -70,6 +70,8 @@ if others:
 """,
 }
 MECHANISMS: Final = ("system CPU", "minor page faults", "major page faults", "involuntary switches", "run-queue wait")
+DOCS_BEGIN: Final = "<!-- slow-process:begin -->"
+DOCS_END: Final = "<!-- slow-process:end -->"
 HOOK: Final = "\ndef build_trainer(context):\n"
 
 
@@ -145,11 +147,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=2, help="pairs per state")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--render-only", action="store_true", help="judge what was collected, collect nothing")
+    parser.add_argument("--write-docs", action="store_true", help="replace the section of docs/benchmarks.md")
     args = parser.parse_args(argv)
     args.output.mkdir(parents=True, exist_ok=True)
     if not args.render_only:
         collect(args.output, args.repeats, args.seed)
-    print(render(args.output))
+    text = render(args.output)
+    print(text)
+    if args.write_docs:
+        docs = REPO / "docs" / "benchmarks.md"
+        page = docs.read_text(encoding="utf-8")
+        start, stop = page.index(DOCS_BEGIN) + len(DOCS_BEGIN), page.index(DOCS_END)
+        docs.write_text(page[:start] + "\n" + text + "\n" + page[stop:], encoding="utf-8")
 
 
 if __name__ == "__main__":
