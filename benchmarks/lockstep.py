@@ -47,6 +47,7 @@ if str(REPO) not in sys.path:  # run as a script: benchmarks/ is a package of th
     sys.path.insert(0, str(REPO))
 
 from benchmarks import canaries  # noqa: E402
+from benchmarks.real_runs import write_docs  # noqa: E402
 
 CONFIG: Final = Path("canary.yaml")
 MANIFEST: Final = "manifest.jsonl"
@@ -527,10 +528,7 @@ def cmd_replay(args: argparse.Namespace) -> None:
     text = render(judged, rows, calibration, args.date, *([rule] if rule else []))
     print(text)
     if args.write_docs:
-        docs = REPO / "docs" / "benchmarks.md"
-        page = docs.read_text(encoding="utf-8")
-        start, stop = page.index(DOCS_BEGIN) + len(DOCS_BEGIN), page.index(DOCS_END)
-        docs.write_text(page[:start] + "\n" + text + "\n" + page[stop:], encoding="utf-8")
+        write_docs(text, REPO / "docs" / "benchmarks.md", DOCS_BEGIN, DOCS_END)
 
 
 FAMILIES_BEGIN: Final = "<!-- lockstep-families:begin -->"
@@ -627,10 +625,7 @@ def cmd_families(args: argparse.Namespace) -> None:
     text = render_families([load_collection(d) for d in args.data])
     print(text)
     if args.write_docs:
-        docs = REPO / "docs" / "benchmarks.md"
-        page = docs.read_text(encoding="utf-8")
-        start, stop = page.index(FAMILIES_BEGIN) + len(FAMILIES_BEGIN), page.index(FAMILIES_END)
-        docs.write_text(page[:start] + "\n" + text + "\n" + page[stop:], encoding="utf-8")
+        write_docs(text, REPO / "docs" / "benchmarks.md", FAMILIES_BEGIN, FAMILIES_END)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

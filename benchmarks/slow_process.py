@@ -34,6 +34,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks import canaries, lockstep  # noqa: E402
+from benchmarks.real_runs import write_docs  # noqa: E402
 
 #: state -> what the head side's factory runs, once, before it returns the trainer.
 STATES: Final = {
@@ -155,10 +156,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     text = render(args.output)
     print(text)
     if args.write_docs:
-        docs = REPO / "docs" / "benchmarks.md"
-        page = docs.read_text(encoding="utf-8")
-        start, stop = page.index(DOCS_BEGIN) + len(DOCS_BEGIN), page.index(DOCS_END)
-        docs.write_text(page[:start] + "\n" + text + "\n" + page[stop:], encoding="utf-8")
+        write_docs(text, REPO / "docs" / "benchmarks.md", DOCS_BEGIN, DOCS_END)
 
 
 if __name__ == "__main__":
