@@ -1,5 +1,6 @@
 """Confirm before failing: a lockstep pair that fails a speed check is run again, as fresh processes with a new
-seed, and the check fails only when the second pair fails it too.
+seed, and the check fails only when the second pair fails it too, or finds the change clearly and of the same
+size.
 
 One process can be slow for its whole life while running the same code (docs/lockstep.md, "A slow process"); a
 second pair draws new processes, so a slow process rarely repeats, while a slower pull request always does.
@@ -44,7 +45,8 @@ def failed_speed_checks(result: CompareResult) -> list[str]:
 def confirmed(checks: Sequence[Check], second: Sequence[Check] | None, where: str, why_not: str | None) -> list[Check]:
     """The first pair's checks with each failed speed check confirmed by `second` (the confirming pair's
     checks; its folder is `where`): it fails only when the second pair failed it too (saying so when the two
-    sizes disagree); otherwise it warns, naming both pairs' effects. Without a second pair (`why_not` says why) a
+    sizes disagree), or measured it clearly worse (its interval clear of zero) and of the same size (the two
+    intervals overlap); otherwise it warns, naming both pairs' effects. Without a second pair (`why_not` says why) a
     failure stands, saying it was not confirmed: an unconfirmed failure is still a failure, never a pass."""
     out = []
     for check in checks:
@@ -67,12 +69,27 @@ def _judged_twice(first: Check, second: Check | None, where: str) -> Check:
         if not agree(first, second):
             said += " (the two pairs differ in its size: their intervals do not overlap)"
         return first.model_copy(update={"message": said})
+    if second is not None and clearly_worse(first, second) and agree(first, second):
+        # The second pair only answers whether the first pair's change is real: clearly worse and of the same
+        # size is a yes, even under the limit that this pair's own noise raised.
+        said = (
+            f"{first.message}; confirmed by a second pair: {effect_text(second)}, clearly worse and of the same "
+            "size (under the limit its own noise raised it to)"
+        )
+        return first.model_copy(update={"message": said})
     found = "did not judge it" if second is None else f"measured {effect_text(second)} ({second.status})"
     said = (
         f"not confirmed: the first pair measured {effect_text(first)}, a second pair of fresh processes ({where}) "
         f"{found}; a process that ran slow, not the code, is the likelier cause (see the slow-process note)"
     )
     return first.model_copy(update={"status": "warn", "message": said})
+
+
+def clearly_worse(first: Check, second: Check) -> bool:
+    """The second pair's interval lies wholly on the side the first pair failed on (worse, away from zero)."""
+    if first.delta_pct is None or second.interval is None:
+        return False
+    return second.interval.low > 0 if first.delta_pct > 0 else second.interval.high < 0
 
 
 def agree(first: Check, second: Check) -> bool:

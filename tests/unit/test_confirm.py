@@ -37,6 +37,24 @@ def test_two_failures_that_differ_in_size_still_fail_and_say_so() -> None:
     )
 
 
+def test_a_second_pair_clearly_worse_by_the_same_size_confirms_under_its_own_raised_limit() -> None:
+    # +5 % measured twice: the second pair's noise raised its limit past its effect (a warning alone), but its
+    # interval is clear of zero and overlaps the first's: the change is real.
+    [check] = confirmed([step("fail", 5.3, 3.6, 7.0)], [step("warn", 4.6, 1.8, 7.5)], "c/p2", None)
+    assert check.status == "fail"
+    assert check.message.endswith(
+        "confirmed by a second pair: +4.6 % [+1.8, +7.5], clearly worse and of the same size (under the limit its "
+        "own noise raised it to)"
+    )
+    # A slow process's first pair, then a second pair a little worse but far from its size: not confirmed.
+    [check] = confirmed([step("fail", 13.6, 12.0, 15.3)], [step("warn", 2.0, 0.5, 3.5)], "c/p2", None)
+    assert check.status == "warn"
+    # A drop (tokens/s): clearly worse is below zero.
+    [check] = confirmed([step("fail", -6.0, -8.0, -4.0, "tokens_per_sec")],
+                        [step("warn", -5.0, -7.5, -2.5, "tokens_per_sec")], "c/p2", None)  # fmt: skip
+    assert check.status == "fail"
+
+
 def test_without_a_second_pair_the_failure_stands_saying_why() -> None:
     [check] = confirmed([step("fail", 10.0, 8.0, 12.0)], None, "", "the pair took 41.0 min, more than the 30 min cap")
     assert check.status == "fail"
