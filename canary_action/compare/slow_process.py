@@ -86,7 +86,7 @@ def process_note(current: RunData, partner: RunData, code: CodeDiff | None) -> s
     wall = head_wall / base_wall - 1 if head_wall is not None and base_wall else 0.0
     same_code = code is not None and code.num_files == 0
     differs = mechanisms(head, base)
-    if (abs(cpu) > CPU_SHARE and same_code) or (max(abs(cpu), abs(wall)) > CPU_SHARE and differs):
+    if (abs(cpu) > CPU_SHARE and same_code) or differs:
         why = ", ".join(differs) if differs else "the code is the same, so the process differs, not the work"
         said.append(
             f"the head side's steps took {100 * wall:+.1f} % wall time and {100 * cpu:+.1f} % CPU time against the "
@@ -99,9 +99,9 @@ def process_note(current: RunData, partner: RunData, code: CodeDiff | None) -> s
 
 def mechanisms(head: Mapping[str, float | None], base: Mapping[str, float | None]) -> list[str]:
     """What one side's process did per step that the other's did not, in words, where it accounts for at least
-    EXPLAINS of the difference between the sides, in the same direction: kernel time (with the page faults behind
-    it) for their CPU time, run-queue wait (with the involuntary switches behind it) for their wall time; major
-    page faults (reads from disk) at twice the other side's. Each figure above its floor."""
+    EXPLAINS of a difference between the sides of more than CPU_SHARE, in the same direction: kernel time (with
+    the page faults behind it) for their CPU time, run-queue wait (with the involuntary switches behind it) for
+    their wall time; major page faults (reads from disk) at twice the other side's. Each figure above its floor."""
     found = []
     for name, gap_of in (("system_cpu_s", "cpu_s"), ("runqueue_wait_s", "step_time_s"), ("major_faults", None)):
         mine, theirs = head.get(name), base.get(name)
@@ -115,7 +115,9 @@ def mechanisms(head: Mapping[str, float | None], base: Mapping[str, float | None
             if total_mine is None or total_theirs is None:
                 continue
             gap = total_mine - total_theirs
-            if (mine - theirs) * math.copysign(1.0, gap) < EXPLAINS * abs(gap) or gap == 0:
+            if not total_theirs or abs(gap) <= CPU_SHARE * total_theirs:  # no difference worth explaining
+                continue
+            if (mine - theirs) * math.copysign(1.0, gap) < EXPLAINS * abs(gap):
                 continue
         found.append(_named(name, mine, theirs))
         behind = BEHIND.get(name)
