@@ -14,6 +14,7 @@ from canary_action.compare.command import run_compare
 DATA = Path(__file__).parents[2] / "benchmarks" / "data" / "lockstep-2026-11-24"
 ROWS = [json.loads(line) for line in (DATA / "manifest.jsonl").read_text(encoding="utf-8").splitlines() if line]
 SLOWER = [r["pair"] for r in ROWS if r["label"] == "busy20" and r["load"] == "quiet"]
+TEN = [r["pair"] for r in ROWS if r["label"] == "busy10" and r["load"] == "quiet"]
 AA = [r["pair"] for r in ROWS if r["label"] == "aa" and r["load"] == "quiet"]
 
 
@@ -38,6 +39,14 @@ def test_a_slowdown_that_a_second_slower_pair_repeats_fails_confirmed(tmp_path: 
     verdict, status, message = step_time(pair_with(tmp_path, SLOWER[0], SLOWER[1], {"confirmation": "second"}))
     assert (verdict, status) == ("regression", "fail")
     assert "; confirmed by a second pair: +" in message
+
+
+def test_a_real_ten_percent_measured_by_two_pairs_is_a_regression(tmp_path: Path) -> None:
+    # Two recorded pairs of the same +10 % head (50 products per step): +11.0 % and +10.2 %.
+    verdict, status, message = step_time(pair_with(tmp_path, TEN[0], TEN[1], {"confirmation": "second"}))
+    assert (verdict, status) == ("regression", "fail")
+    assert message.startswith("+11.0 % [+9.6, +12.4] paired over 50 rounds")
+    assert message.endswith("; confirmed by a second pair: +10.2 % [+8.9, +11.6]")
 
 
 def test_a_slowdown_that_an_equal_second_pair_does_not_repeat_warns(tmp_path: Path) -> None:
