@@ -378,7 +378,9 @@ def _download_measurement(step: Step, run: MeasuredRun, artifact: str) -> Path:
         files = runs.unpack(found, dest)
     except BaselineError as e:
         raise ArtifactError(f"artifact {artifact} of run {run.id}: {e.message}", fix=e.fix) from e
-    pairs = [p.parent for p in files if p.name == PAIR_FILE]
+    every_pair = [p.parent for p in files if p.name == PAIR_FILE]
+    # A pair's confirming pair (its confirmation/ folder, compare/confirm.py) is part of that measurement.
+    pairs = [p for p in every_pair if not any(q in p.parents for q in every_pair)]
     if len(pairs) == 1:
         return pairs[0]
     loose = [p for p in files if p.name == METRICS_FILE and not any(d in p.parents for d in pairs)]

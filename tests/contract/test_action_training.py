@@ -139,8 +139,11 @@ def test_by_default_a_pull_request_is_trained_beside_its_base_commit(fake_github
     assert [r for r in fake_github.requests if "/actions/workflows/" in r.path], "artifact history searched"
     [pair] = (runner.workspace / "canary-output").glob("*-pair-*")
     assert {p.name for p in pair.iterdir()} >= {"base", "head", "pair.json"}
-    code_diff = json.loads((pair / "pair.json").read_text(encoding="utf-8"))["code"]
-    assert [f["path"] for f in code_diff["files"]] == ["canary.yaml"]
+    record = json.loads((pair / "pair.json").read_text(encoding="utf-8"))
+    assert [f["path"] for f in record["code"]["files"]] == ["canary.yaml"]
+    # The failure was confirmed by a second pair before the check failed (issue 33), and says so.
+    assert (pair / "confirmation" / record["confirmation"] / "pair.json").is_file()
+    assert "confirmed by a second pair: +" in check["output"]["summary"]
 
 
 def test_a_pull_request_that_adds_the_canary_is_judged_against_artifacts_and_says_why(

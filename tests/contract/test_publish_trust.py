@@ -501,40 +501,59 @@ def test_a_maintainer_accepts_a_config_change_for_that_commit_only(runner: Runne
 PAIR_ID = "sft-smoke-pair-20261120T100000Z"
 
 
-def _pair_zip(*, head_s: float, base_s: float, steps: int = 40) -> bytes:
+def _pair_zip(*, head_s: float, base_s: float, steps: int = 40, confirmed: bool = False) -> bytes:
     """A measure job's lockstep pair as its artifact holds it: base/ and head/ metrics.json and pair.json, both
-    sides written by the job that ran the pull request's code."""
+    sides written by the job that ran the pull request's code; `confirmed`: with a confirming pair of the same
+    figures in its confirmation/ folder."""
+    files = _pair_files(
+        PAIR_ID, head_s=head_s, base_s=base_s, steps=steps, confirmation=CONFIRMING if confirmed else None
+    )
+    if confirmed:
+        inner = _pair_files(CONFIRMING, head_s=head_s, base_s=base_s, steps=steps, confirmation=None)
+        files |= {f"{PAIR_ID}/confirmation/{name}": data for name, data in inner.items()}
+    return make_zip(files)
+
+
+CONFIRMING = "sft-smoke-pair-20261120T100100Z"
+
+
+def _pair_files(
+    pair_id: str, *, head_s: float, base_s: float, steps: int, confirmation: str | None
+) -> dict[str, bytes]:
     from canary_action.metrics import schema
     from canary_action.metrics.pair import PairRecord, Round, SideEnd
 
     files: dict[str, bytes] = {}
     for side, step_s in (("base", base_s), ("head", head_s)):
-        pair = {"pair_id": PAIR_ID, "side": side, "chunk_steps": 2, "tree": f"/trees/{side}"}
+        pair = {"pair_id": pair_id, "side": side, "chunk_steps": 2, "tree": f"/trees/{side}"}
         series = {schema.PAIR_ROUND: [float(i // 2) for i in range(steps)]}
-        run = {"run_id": f"{PAIR_ID}-{side}", "started_at": "2026-11-20T10:00:00Z"}
+        run = {"run_id": f"{pair_id}-{side}", "started_at": "2026-11-20T10:00:00Z"}
         metrics = make_metrics(
             num_steps=steps, step_time_s=step_s, seed=11, run=run, workload=SAME_DATA, config=SAME_CONFIG, pair=pair,
             series=series,
         )  # fmt: skip
-        files[f"{PAIR_ID}/{side}/metrics.json"] = metrics.model_dump_json().encode()
+        files[f"{pair_id}/{side}/metrics.json"] = metrics.model_dump_json().encode()
     ends = {
         side: SideEnd(tree=f"/trees/{side}", config_path="canary.yaml", metrics_path=f"{side}/metrics.json",
                       exit_code=0, steps=steps)
         for side in ("base", "head")
     }  # fmt: skip
-    record = PairRecord(pair_id=PAIR_ID, chunk_steps=2, seed=1, started_at="t", finished_at="t", wall_s=1.0,
-                        rounds=[Round(index=0, order=["head", "base"])], **ends)  # fmt: skip
-    files[f"{PAIR_ID}/pair.json"] = record.model_dump_json().encode()
-    return make_zip(files)
+    record = PairRecord(pair_id=pair_id, chunk_steps=2, seed=1, started_at="t", finished_at="t", wall_s=1.0,
+                        rounds=[Round(index=0, order=["head", "base"])], confirmation=confirmation, **ends)  # fmt: skip
+    files[f"{pair_id}/pair.json"] = record.model_dump_json().encode()
+    return files
 
 
-def _report_a_forks_pair(runner: Runner, fake_github: FakeGitHub, *, head_s: float, base_s: float) -> Any:
+def _report_a_forks_pair(
+    runner: Runner, fake_github: FakeGitHub, *, head_s: float, base_s: float, confirmed: bool = False
+) -> Any:
     """Report mode on a fork's measured run whose artifact holds a pair of those step times, beside three
     default-branch runs."""
     fake_github.add_pull(number=2, head_sha=PR_HEAD, head_repo=FORK)
     baselines(fake_github, 3)
     run_id = _fork_run(fake_github)
-    fake_github.add_artifact(run_id, name=ARTIFACT, content=_pair_zip(head_s=head_s, base_s=base_s))
+    content = _pair_zip(head_s=head_s, base_s=base_s, confirmed=confirmed)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=content)
     payload = _workflow_run_payload(runner.tmp, run_id, PR_HEAD, fork="octo-fork")
     return runner.run("workflow_run", payload, measured_workflow="canary.yml")
 
@@ -560,6 +579,16 @@ def test_a_forged_base_side_cannot_pass_a_slowdown_that_the_default_branchs_runs
 
 def test_an_honest_pair_still_passes_in_report_mode(runner: Runner, fake_github: FakeGitHub) -> None:
     done = _report_a_forks_pair(runner, fake_github, head_s=0.1, base_s=0.1)
+
+    assert done.code == 0, done.log
+    assert done.result().verdict == "pass"
+    assert done.result().pairing is not None
+
+
+def test_a_pair_with_its_confirming_pair_is_one_measurement(runner: Runner, fake_github: FakeGitHub) -> None:
+    """A measure job whose pair failed a speed check uploads the confirming pair inside it (confirmation/): one
+    measurement, judged with its confirmation, not an artifact of two pairs."""
+    done = _report_a_forks_pair(runner, fake_github, head_s=0.1, base_s=0.1, confirmed=True)
 
     assert done.code == 0, done.log
     assert done.result().verdict == "pass"
