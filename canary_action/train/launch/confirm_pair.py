@@ -10,6 +10,7 @@ from pathlib import Path
 
 from canary_action.compare.confirm import CONFIRM_CAP_S, CONFIRMATION_DIR, failed_speed_checks
 from canary_action.errors import CanaryError
+from canary_action.metrics.pair import PairRecord
 from canary_action.train.launch import pair as lockstep
 from canary_action.train.launch.pair import DEFAULT_CHUNK_STEPS, PairOutcome
 
@@ -37,12 +38,12 @@ def run_confirmed(
     failed = speed_failures(first)
     if not failed:
         return first
-    record = first.record
+    wall_s = first.record.wall_s
     if cap_s <= 0:
         update = {"not_confirmed": "confirmation turned off"}
-    elif record.wall_s > cap_s:
-        update = {"not_confirmed": f"the pair took {record.wall_s / 60:.1f} min, more than the {cap_s / 60:.0f} min "
-                  "cap on a confirming pair"}  # fmt: skip
+    elif wall_s > cap_s:
+        update = {"not_confirmed": f"the pair took {wall_s / 60:.1f} min, more than the confirming pair's cap of "
+                  f"{cap_s / 60:.1f} min"}  # fmt: skip
     else:
         if say is not None:
             say(f"{', '.join(failed)} failed: confirming with a second pair of fresh processes")
@@ -53,15 +54,23 @@ def run_confirmed(
             )  # fmt: skip
         except CanaryError as e:
             update = {"not_confirmed": f"the confirming pair could not run: {e.message}"}
+        except KeyboardInterrupt:  # Ctrl-C or a cancelled job: the first pair's record says so, then it ends
+            _record(first, {"not_confirmed": "the confirming pair was interrupted"})
+            raise
         else:
             if second.error is not None or not second.head.exists() or not second.base.exists():
                 why = second.error.message if second.error is not None else "a side wrote no metrics.json"
                 update = {"not_confirmed": f"the confirming pair {second.pair_dir.name} did not finish: {why}"}
             else:
                 update = {"confirmation": second.pair_dir.name}
-    record = record.model_copy(update=update)
+    return dataclasses.replace(first, record=_record(first, update))
+
+
+def _record(first: PairOutcome, update: dict[str, str]) -> PairRecord:
+    """The first pair's record with `update`, written again."""
+    record = first.record.model_copy(update=update)
     (first.pair_dir / "pair.json").write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    return dataclasses.replace(first, record=record)
+    return record
 
 
 def speed_failures(outcome: PairOutcome) -> list[str]:
