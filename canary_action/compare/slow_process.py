@@ -53,10 +53,14 @@ def process_summary(series: Mapping[str, Sequence[float | None]]) -> ProcessSumm
         return None
 
     def median(name: str) -> float | None:
-        values = [v for v in (series.get(name) or [])[1:] if v is not None]
+        values = [v for v in (series.get(name) or [])[1:] if v is not None and math.isfinite(v)]
         return statistics.median(values) if values else None
 
-    cpus = sorted({int(v) for v in (series.get(m.CPU_NUMBER) or [])[1:] if v is not None})
+    # A head side writes its own metrics.json: a CPU number is taken only as one (a small whole number).
+    numbers = (series.get(m.CPU_NUMBER) or [])[1:]
+    cpus = sorted(
+        {int(v) for v in numbers if v is not None and math.isfinite(v) and v.is_integer() and 0 <= v < 1 << 16}
+    )
     return ProcessSummary(
         steps=len(column) - 1, step_time_s=median(m.STEP_TIME_S), cpu_s=median(m.CPU_S),
         user_cpu_s=median(m.USER_CPU_S), system_cpu_s=median(m.SYSTEM_CPU_S), minor_faults=median(m.MINOR_FAULTS),

@@ -41,3 +41,14 @@ def test_a_sides_summary_is_its_medians_after_the_first_step() -> None:
     assert summary.runqueue_wait_s == pytest.approx(0.02)
     assert summary.cpus == [0, 1]
     assert process_summary({m.STEP_TIME_S: [1.0, 1.0]}) is None  # an older release: no counters, no summary
+
+
+def test_a_summary_takes_only_what_a_counter_can_be() -> None:
+    """A head side writes its own metrics.json: non-finite figures and CPU numbers that are not CPUs are left out."""
+    series: dict[str, list[float | None]] = {
+        m.USER_CPU_S: [0.0, 1.0, 1.0], m.CPU_S: [0.0, float("inf"), 2.0], m.CPU_NUMBER: [0.0, float("nan"), 1e300],
+    }  # fmt: skip
+    summary = process_summary(series)
+    assert summary is not None
+    assert summary.cpu_s == 2.0
+    assert summary.cpus == []
