@@ -144,7 +144,7 @@ def per_step(run: RunData, rows: Sequence[int]) -> dict[str, float | None]:
     figures: dict[str, float | None] = {}
     for name, (column, _) in FIGURES.items():
         values = series.get(column) or []
-        found = [v for r in rows if r < len(values) and (v := values[r]) is not None]
+        found = [v for r in rows if r < len(values) and (v := values[r]) is not None and math.isfinite(v)]
         figures[name] = statistics.median(found) if found else None
     return figures
 
