@@ -85,8 +85,8 @@ def pair_command(  # click passes options as keywords
         output_folder(output_dir, flag="-o")
     outcome = run_confirmed(
         base_tree, head_tree, config, output_dir=output_dir, overrides=overrides, chunk_steps=chunk_steps,
-        seed=seed, cpus=cpu_list(cpus) if cpus else None, setup=setup, cap_s=confirm_minutes * 60,
-        say=lambda text: click.echo(f"canary pair: {text}", err=True),
+        seed=seed, cpus=cpu_list(cpus) if cpus else None, setup=setup, cap_s=confirm_minutes * 60, tier=tier,
+        threshold_file=threshold_file, say=lambda text: click.echo(f"canary pair: {text}", err=True),
     )  # fmt: skip
     if not outcome.head.exists() or isinstance(outcome.error, ConfigError):
         raise outcome.error or TrainingError("the head side wrote no metrics.json", fix="read the log above")

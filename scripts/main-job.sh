@@ -39,6 +39,13 @@ printf 'fault_injection:\n  sleep_s_per_step: 0.3  # the planted regression\n' >
 slowed=0
 "$canary" pair canary.yaml --base "$out/trees/base" --head "$out/trees/head" -o "$out/pair" || slowed=$?
 
+confirmed=$("$(dirname "$canary")/python" -c 'import json, pathlib, sys
+[result] = pathlib.Path(sys.argv[1]).glob("*/result.json")
+step = next(c for c in json.loads(result.read_text())["checks"] if c["name"] == "step_time")
+print("confirmed" if "confirmed by a second pair" in step["message"] else "unconfirmed")' "$out/pair" 2>/dev/null ||
+  echo "unread")
+echo "step_time: $confirmed"
+
 echo "== 3. correctness: a pair whose head sets beta ten times too large; the gate must fail it on held-out data"
 mkdir -p "$out/trees/beta"
 sed 's/^beta: 0.1$/beta: 1.0  # the planted slip: ten times too large/' configs/tiny/dpo.yaml >"$out/trees/beta/canary.yaml"
@@ -56,10 +63,11 @@ if [ "$same" -ge 2 ] || [ "$slowed" -ge 2 ] || [ "$slipped" -ge 2 ]; then
   echo "main job: a command failed (A/A compare exited $same, the pairs $slowed and $slipped): see above" >&2
   exit $((same >= 2 ? same : slowed >= 2 ? slowed : slipped))
 fi
-if [ "$same" -eq 0 ] && [ "$slowed" -eq 1 ] && [ "$slipped" -eq 1 ] && [ "${caught%% *}" = "fail" ]; then
+if [ "$same" -eq 0 ] && [ "$slowed" -eq 1 ] && [ "$confirmed" = "confirmed" ] && [ "$slipped" -eq 1 ] &&
+  [ "${caught%% *}" = "fail" ]; then
   echo "main job: the gate passed the unchanged pull request, caught the planted slowdown and the correctness slip"
   exit 0
 fi
-echo "main job: expected pass, regression, regression on held-out data; got exit $same (A/A), $slowed (A/B)," \
-  "$slipped (slip: heldout_eval ${caught%% *})" >&2
+echo "main job: expected pass, a confirmed regression, regression on held-out data; got exit $same (A/A)," \
+  "$slowed (A/B: step_time $confirmed), $slipped (slip: heldout_eval ${caught%% *})" >&2
 exit 1

@@ -15,6 +15,7 @@ from canary_action.bisect.history import first_parent_range, repository_root, re
 from canary_action.bisect.render import effect_text
 from canary_action.bisect.result import BisectResult, CommitRef, EffectRecord, Finding, PairStep, Status
 from canary_action.bisect.search import Effect, Search, default_budget
+from canary_action.compare.confirm import unconfirmed
 from canary_action.config.thresholds import Tier
 from canary_action.errors import CanaryError, ConfigError, TrainingError, UsageError
 from canary_action.metrics.io import counted
@@ -126,9 +127,9 @@ def _measurer(
     state: _Bisect, root: Path, good_tree: Path, scratch: Path, say: Callable[[str], None]
 ) -> Callable[..., CompareResult | str]:
     """Commit k against the good commit, in a lockstep pair: its comparison, or why it could not be measured."""
+    from canary_action.compare.confirm import CONFIRM_CAP_S
     from canary_action.compare.pair_judge import judge_pair
     from canary_action.train.launch.confirm_pair import run_confirmed
-    from canary_action.train.launch.pair import run_pair
 
     def measure(index: int, *, confirm: bool = False) -> CompareResult | str:
         ref, plan = state.refs[index], state.plan
@@ -138,10 +139,12 @@ def _measurer(
         try:
             with worktree(root, ref.sha, scratch / ref.sha[:12]) as tree:
                 # The confirming pair is confirmed before it starts a search (compare/confirm.py); the search's
-                # own pairs are judged as they come, each one step of a search that re-measures where unclear.
-                outcome = (run_confirmed if confirm else run_pair)(
+                # own pairs are judged as they come (confirmation off), each one step of a search that re-measures
+                # where a step is unclear.
+                outcome = run_confirmed(
                     good_tree, tree, plan.config, output_dir=state.out / "pairs", overrides=plan.overrides,
                     chunk_steps=plan.chunk_steps, cpus=plan.cpus, setup=plan.setup,
+                    cap_s=CONFIRM_CAP_S if confirm else 0, tier=plan.tier, threshold_file=plan.threshold_file,
                 )  # fmt: skip
         except CanaryError as error:  # its config, its setup: this commit cannot be measured
             judged: CompareResult | str = _why(error)
@@ -176,8 +179,8 @@ def _why(error: CanaryError) -> str:
 
 def _followed(result: CompareResult, name: str | None) -> Check | None:
     """The check the search follows: `name`, or the first the confirming pair failed — else the first whose change
-    is clear at a level the gate only warned of (the user knows it regressed) — that has a change in % with an
-    interval."""
+    is clear at a level the gate only warned of (the user knows it regressed), but for one a second pair did not
+    confirm — that has a change in % with an interval."""
     if name is not None and name not in {c.name for c in result.checks}:
         raise UsageError(
             f"--check {name!r} is not a check of this comparison",
@@ -185,7 +188,8 @@ def _followed(result: CompareResult, name: str | None) -> Check | None:
         )
     followable = [c for c in result.checks if name in (None, c.name) and _effect(c) is not None]
     failed = [c for c in followable if c.status == "fail"]
-    warned = [c for c in followable if c.status == "warn" and _clear(c)]
+    # A failure its second pair did not find again (a slow process) is no regression to search for.
+    warned = [c for c in followable if c.status == "warn" and _clear(c) and not unconfirmed(c)]
     return next(iter(failed + warned), None)
 
 

@@ -121,15 +121,25 @@ def run_compare(
 
 
 def _confirmation(record: PairRecord, folder: Path, judge: Callable[[Path], CompareResult]) -> Confirmation | None:
-    """The pair's confirming pair, judged; None when the pair needed none. A confirming pair that is named but
-    missing or unreadable confirms nothing: the failure stands, saying why."""
+    """The pair's confirming pair, judged; None for a record older than confirmation (version < 5). A pair that
+    failed without one says why (the record's `not_confirmed`, or that the limits it ran with passed it). A
+    confirming pair that is named but missing, unreadable or of other trees confirms nothing: the failure stands."""
     if record.confirmation is None:
-        return Confirmation(None, "", record.not_confirmed) if record.not_confirmed else None
+        if record.not_confirmed:
+            return Confirmation(None, "", record.not_confirmed)
+        if record.pair_record_version < 5:
+            return None
+        return Confirmation(None, "", "none was run: the pair passed the limits it was run with")
     where = f"{CONFIRMATION_DIR}/{record.confirmation}"
+    second = folder / CONFIRMATION_DIR / record.confirmation
     try:
-        return Confirmation(judge(folder / CONFIRMATION_DIR / record.confirmation), where)
+        members = pair_members(second)
+        if members is not None and members[2].code == record.code:
+            return Confirmation(judge(second), where)
+        why = f"{where} holds no lockstep pair" if members is None else f"{where} is a pair of other trees"
     except CanaryError as e:
-        return Confirmation(None, where, f"the confirming pair {where} cannot be judged: {e.message}")
+        why = f"the confirming pair {where} cannot be judged: {e.message}"
+    return Confirmation(None, where, why)
 
 
 def _replaced_tiers(tier: Tier, layers: Sequence[tuple[str, ThresholdFile | None]]) -> list[str]:

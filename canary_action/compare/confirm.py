@@ -23,6 +23,8 @@ SPEED_CHECKS: Final = ("step_time", "tokens_per_sec", "gpu_time")
 #: The longest a confirming pair may take, and the longest first pair that is confirmed (seconds). A slow runner
 #: pays one more pair per failing pull request at most, never more than this.
 CONFIRM_CAP_S: Final = 30 * 60
+#: How a warning for a failure that a second pair did not find again starts (bisect does not follow one).
+NOT_CONFIRMED: Final = "not confirmed: "
 #: Where a pair's confirming pair is written: a folder of its own directory.
 CONFIRMATION_DIR: Final = "confirmation"
 
@@ -44,24 +46,35 @@ def failed_speed_checks(result: CompareResult) -> list[str]:
 
 def confirmed(checks: Sequence[Check], second: Sequence[Check] | None, where: str, why_not: str | None) -> list[Check]:
     """The first pair's checks with each failed speed check confirmed by `second` (the confirming pair's
-    checks; its folder is `where`): it fails only when the second pair failed it too (saying so when the two
-    sizes disagree), or measured it clearly worse (its interval clear of zero) and of the same size (the two
-    intervals overlap); otherwise it warns, naming both pairs' effects. Without a second pair (`why_not` says why) a
-    failure stands, saying it was not confirmed: an unconfirmed failure is still a failure, never a pass."""
+    checks, both after one cause's restatements; its folder is `where`): it fails when the second pair failed it
+    too (saying so when the two sizes disagree), or measured it clearly worse (its interval clear of zero) and of
+    the same size (the intervals overlap) while only its own raised limit kept it from failing; it warns, naming
+    both pairs' effects, when the second pair judged it and found less. Without a second pair (`why_not` says
+    why), or one that did not judge the check, a failure stands, saying it was not confirmed: an unconfirmed
+    failure is still a failure, never a pass."""
     out = []
     for check in checks:
         if check.name not in SPEED_CHECKS or check.status != "fail":
             out.append(check)
-        elif second is None:
-            said = f"{check.message}; not confirmed by a second pair ({why_not or 'none was run'})"
-            out.append(check.model_copy(update={"message": said}))
+            continue
+        other = next((c for c in second if c.name == check.name), None) if second is not None else None
+        if second is None or other is None or other.status not in ("pass", "warn", "fail"):
+            why = why_not or (
+                f"the confirming pair {where} did not judge it" + (f": {other.message}" if other is not None else "")
+            )
+            out.append(check.model_copy(update={"message": f"{check.message}; not confirmed by a second pair ({why})"}))
         else:
-            out.append(_judged_twice(check, next((c for c in second if c.name == check.name), None), where))
+            out.append(_judged_twice(check, other, where))
     return out
 
 
-def _judged_twice(first: Check, second: Check | None, where: str) -> Check:
-    if second is not None and second.status == "fail":
+def unconfirmed(check: Check) -> bool:
+    """A failure a second pair did not find again: a warning, for a slow process rather than the code."""
+    return check.status == "warn" and check.message.startswith(NOT_CONFIRMED)
+
+
+def _judged_twice(first: Check, second: Check, where: str) -> Check:
+    if second.status == "fail":
         # Slower in two sets of processes is slower code. Two failures that differ in size (a large slowdown
         # measured under load varies by more than its intervals say) still fail: a green gate before a broken run
         # is the worst outcome, and a slow process twice in a row, each beyond the limit, is rarer than that.
@@ -69,18 +82,18 @@ def _judged_twice(first: Check, second: Check | None, where: str) -> Check:
         if not agree(first, second):
             said += " (the two pairs differ in its size: their intervals do not overlap)"
         return first.model_copy(update={"message": said})
-    if second is not None and clearly_worse(first, second) and agree(first, second):
-        # The second pair only answers whether the first pair's change is real: clearly worse and of the same
-        # size is a yes, even under the limit that this pair's own noise raised.
+    if second.status == "warn" and clearly_worse(first, second) and agree(first, second):
+        # A clear change past the minimum effect that the pair's own noise raised limit kept from failing (what a
+        # warning with a clear interval is): the second pair answers whether the change is real, and it is.
         said = (
             f"{first.message}; confirmed by a second pair: {effect_text(second)}, clearly worse and of the same "
             "size (under the limit its own noise raised it to)"
         )
         return first.model_copy(update={"message": said})
-    found = "did not judge it" if second is None else f"measured {effect_text(second)} ({second.status})"
     said = (
-        f"not confirmed: the first pair measured {effect_text(first)}, a second pair of fresh processes ({where}) "
-        f"{found}; a process that ran slow, not the code, is the likelier cause (see the slow-process note)"
+        f"{NOT_CONFIRMED}the first pair measured {effect_text(first)}, a second pair of fresh processes ({where}) "
+        f"measured {effect_text(second)} ({second.status}); a process that ran slow, not the code, is the likelier "
+        "cause"
     )
     return first.model_copy(update={"status": "warn", "message": said})
 

@@ -95,10 +95,10 @@ def compare(
         *memory_checks(ctx), heldout_check, *([numerics_check] if numerics_check else []),
         *learning_checks(ctx, band),
     ]  # fmt: skip
-    if confirmation is not None:
+    checks = gpu.one_cause(one_cause(checks))
+    if confirmation is not None:  # after one cause's restatements, as the confirming pair's own checks are
         second = confirmation.second.checks if confirmation.second is not None else None
         checks = confirmed(checks, second, confirmation.where, confirmation.why_not)
-    checks = gpu.one_cause(one_cause(checks))
     checks.sort(key=lambda c: _ORDER[c.status])  # stable: within a status, the groups keep their order
     newest = baselines[0] if baselines else None
     profiled = next((b for b in baselines if b.profiler is not None and b.profiler_steps), None)

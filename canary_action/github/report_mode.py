@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from canary_action.compare.confirm import CONFIRMATION_DIR
 from canary_action.errors import (
     ArtifactError,
     BaselineError,
@@ -380,7 +381,7 @@ def _download_measurement(step: Step, run: MeasuredRun, artifact: str) -> Path:
         raise ArtifactError(f"artifact {artifact} of run {run.id}: {e.message}", fix=e.fix) from e
     every_pair = [p.parent for p in files if p.name == PAIR_FILE]
     # A pair's confirming pair (its confirmation/ folder, compare/confirm.py) is part of that measurement.
-    pairs = [p for p in every_pair if not any(q in p.parents for q in every_pair)]
+    pairs = [p for p in every_pair if not (p.parent.name == CONFIRMATION_DIR and p.parent.parent in every_pair)]
     if len(pairs) == 1:
         return pairs[0]
     loose = [p for p in files if p.name == METRICS_FILE and not any(d in p.parents for d in pairs)]

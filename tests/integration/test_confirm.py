@@ -93,7 +93,8 @@ def test_a_process_slow_once_is_named_and_warned_of_not_failed(tmp_path: Path) -
     assert "confirming with a second pair" in done.stderr
     # The first pair's head side faulted in fresh memory every step: the note names it, with both sides' figures.
     [slow] = [n for n in result["notes"] if n.startswith("slow process: ")]
-    assert "the head side spent +" in slow
+    assert "the head side's steps took +" in slow
+    assert "system CPU" in slow
     assert "minor page faults" in slow
     written = pair_dir(tmp_path / "out")
     record = json.loads((written / "pair.json").read_text(encoding="utf-8"))

@@ -218,3 +218,14 @@ def test_the_followed_check_fails_or_is_clear_and_has_an_interval() -> None:
     assert runner._followed(SimpleNamespace(checks=[memory, unclear]), None) is None  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="--check 'step_tim' is not a check of this comparison"):
         runner._followed(result, "step_tim")  # type: ignore[arg-type]
+
+
+def test_a_failure_its_second_pair_did_not_find_again_is_not_searched_for() -> None:
+    """A clear warning is followed (the user knows it regressed), but not one that a confirming pair turned from a
+    failure into a warning: that was a slow process, and a search would end at BAD whatever happened."""
+    clear = Interval(low=9.0, high=15.0)
+    unconfirmed = Check(name="step_time", group="perf", status="warn", unit="s", delta_pct=12.0, interval=clear,
+                        message="not confirmed: the first pair measured +12.0 % ...")  # fmt: skip
+    warned = unconfirmed.model_copy(update={"message": "+12.0 % [+9.0, +15.0] — within the raised limit"})
+    assert runner._followed(SimpleNamespace(checks=[unconfirmed]), None) is None  # type: ignore[arg-type]
+    assert runner._followed(SimpleNamespace(checks=[warned]), None) == warned  # type: ignore[arg-type]

@@ -55,6 +55,20 @@ def test_a_second_pair_clearly_worse_by_the_same_size_confirms_under_its_own_rai
     assert check.status == "fail"
 
 
+def test_a_passing_second_pair_never_confirms_even_when_clear_and_overlapping() -> None:
+    # A small steady bias, clear but under the minimum effect: a pass, which answers "not this large".
+    [check] = confirmed([step("fail", 3.6, 0.3, 6.9)], [step("pass", 0.8, 0.1, 1.5)], "c/p2", None)
+    assert check.status == "warn"
+
+
+def test_a_second_pair_that_did_not_judge_the_check_confirms_nothing_and_the_failure_stands() -> None:
+    skipped = Check(name="step_time", group="perf", status="skip", unit="s", message="the base side was stalled")
+    for second in ([skipped], []):
+        [check] = confirmed([step("fail", 9.0, 7.0, 11.0)], second, "confirmation/p2", None)
+        assert check.status == "fail"
+        assert "; not confirmed by a second pair (the confirming pair confirmation/p2 did not judge it" in check.message
+
+
 def test_without_a_second_pair_the_failure_stands_saying_why() -> None:
     [check] = confirmed([step("fail", 10.0, 8.0, 12.0)], None, "", "the pair took 41.0 min, more than the 30 min cap")
     assert check.status == "fail"

@@ -19,7 +19,7 @@ TEN = [r["pair"] for r in ROWS if r["label"] == "busy10" and r["load"] == "quiet
 AA = [r["pair"] for r in ROWS if r["label"] == "aa" and r["load"] == "quiet"]
 
 
-def pair_with(tmp_path: Path, first: str, second: str | None, record: dict[str, str]) -> Path:
+def pair_with(tmp_path: Path, first: str, second: str | None, record: dict[str, object]) -> Path:
     """A copy of the recorded pair `first`, its pair.json naming `record`, and `second` as its confirming pair."""
     pair = tmp_path / "pair"
     shutil.copytree(DATA / first, pair)
@@ -61,14 +61,16 @@ def test_a_slowdown_that_an_equal_second_pair_does_not_repeat_warns(tmp_path: Pa
 @pytest.mark.parametrize(
     ("record", "said"),
     [
-        ({"confirmation": "gone"}, "the confirming pair confirmation/gone cannot be judged"),
+        ({"confirmation": "gone"}, "confirmation/gone holds no lockstep pair"),
+        ({"confirmation": "second", "code": {"method": "walk", "files": [], "num_files": 0}}, "a pair of other trees"),
         ({"not_confirmed": "the pair took 41.0 min, more than the 30 min cap"}, "more than the 30 min cap"),
     ],
 )
 def test_without_a_confirming_pair_to_read_the_failure_stands_saying_why(
-    tmp_path: Path, record: dict[str, str], said: str
+    tmp_path: Path, record: dict[str, object], said: str
 ) -> None:
-    verdict, status, message = step_time(pair_with(tmp_path, SLOWER[0], None, record))
+    second = AA[0] if record.get("confirmation") == "second" else None
+    verdict, status, message = step_time(pair_with(tmp_path, SLOWER[0], second, record))
     assert (verdict, status) == ("regression", "fail")
     assert "not confirmed by a second pair (" in message
     assert said in message

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from canary_action.compare.confirm import CONFIRM_CAP_S, CONFIRMATION_DIR, failed_speed_checks
+from canary_action.config.thresholds import Tier
 from canary_action.errors import CanaryError
 from canary_action.metrics.pair import PairRecord
 from canary_action.train.launch import pair as lockstep
@@ -27,15 +28,19 @@ def run_confirmed(
     cpus: Sequence[int] | None = None,
     setup: str | None = None,
     cap_s: float = CONFIRM_CAP_S,
+    tier: Tier = "default",
+    threshold_file: Path | None = None,
     say: Callable[[str], None] | None = None,
 ) -> PairOutcome:
     """`run_pair`, and when its comparison fails a speed check, a second pair of the same trees recorded in the
-    first pair's pair.json (`confirmation`, or `not_confirmed` saying why there is none). `cap_s` 0: never."""
+    first pair's pair.json (`confirmation`, or `not_confirmed` saying why there is none). `cap_s` 0: never.
+    `tier` and `threshold_file`: the limits the pair will be judged by, so that it is confirmed when that judgement
+    fails it (the action's, `canary pair`'s)."""
     first = lockstep.run_pair(
         base_tree, head_tree, config_path, output_dir=output_dir, overrides=overrides, chunk_steps=chunk_steps,
         seed=seed, cpus=cpus, setup=setup,
     )  # fmt: skip
-    failed = speed_failures(first)
+    failed = speed_failures(first, tier=tier, threshold_file=threshold_file)
     if not failed:
         return first
     wall_s = first.record.wall_s
@@ -73,7 +78,7 @@ def _record(first: PairOutcome, update: dict[str, str]) -> PairRecord:
     return record
 
 
-def speed_failures(outcome: PairOutcome) -> list[str]:
+def speed_failures(outcome: PairOutcome, *, tier: Tier = "default", threshold_file: Path | None = None) -> list[str]:
     """The speed checks the pair fails on its own (no artifact history: a slow process is what a second pair
     answers); none when a side did not finish (that is judged as it is)."""
     from canary_action.compare.command import run_compare
@@ -81,7 +86,9 @@ def speed_failures(outcome: PairOutcome) -> list[str]:
     if outcome.error is not None or not outcome.head.exists() or not outcome.base.exists():
         return []
     try:
-        result = run_compare(outcome.pair_dir, [], missing_ok=True, confirmations=False)
+        result = run_compare(
+            outcome.pair_dir, [], tier=tier, threshold_file=threshold_file, missing_ok=True, confirmations=False
+        )
     except CanaryError:  # the final comparison says what is wrong with the files
         return []
     return failed_speed_checks(result)
