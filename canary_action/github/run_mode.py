@@ -172,7 +172,8 @@ def _measure(
     try:
         measured = None
         if base_sha is not None:
-            lockstep = LockstepTrainer(step.runner.workspace, step.inputs.setup)
+            thresholds = step.runner.workspace / step.inputs.thresholds if step.inputs.thresholds else None
+            lockstep = LockstepTrainer(step.runner.workspace, step.inputs.setup, step.inputs.tier, thresholds)
             try:
                 measured, said = lockstep(step.inputs.config, base_sha, step.out_dir)
                 notes += said

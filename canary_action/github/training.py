@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from canary_action.config.load import LoadedConfig, load_config
+from canary_action.config.thresholds import Tier
 from canary_action.errors import (
     ERROR_FILE_ENV,
     CanaryError,
@@ -207,6 +208,9 @@ class LockstepTrainer:
 
     workspace: Path
     setup: str | None = None
+    tier: Tier = "default"
+    threshold_file: Path | None = None
+    """The limits the pair will be judged by: a pair that fails them is confirmed by a second pair."""
 
     def __call__(self, config: str, base_sha: str, output_dir: Path) -> tuple[Path, list[str]]:
         """Run the pair: its directory (compare judges its head side against its base side), and notes. Raises
@@ -214,7 +218,10 @@ class LockstepTrainer:
         from canary_action.train.launch.confirm_pair import run_confirmed
 
         base = self.base_tree(config, base_sha)
-        outcome = run_confirmed(base, self.workspace, Path(config), output_dir=output_dir, setup=self.setup)
+        outcome = run_confirmed(
+            base, self.workspace, Path(config), output_dir=output_dir, setup=self.setup, tier=self.tier,
+            threshold_file=self.threshold_file,
+        )  # fmt: skip
         notes = [f"baseline: the base commit {base_sha[:12]}, trained in lockstep beside this one", *outcome.notes]
         if outcome.error is not None:
             if isinstance(outcome.error, TrainingError) and outcome.head.is_file():
