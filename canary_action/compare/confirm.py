@@ -57,8 +57,8 @@ def confirmed(checks: Sequence[Check], second: Sequence[Check] | None, where: st
         if check.name not in SPEED_CHECKS or check.status != "fail":
             out.append(check)
             continue
-        other = next((c for c in second if c.name == check.name), None) if second is not None else None
-        if second is None or other is None or other.status not in ("pass", "warn", "fail"):
+        other = next((c for c in second or () if c.name == check.name), None)
+        if other is None or other.status not in ("pass", "warn", "fail"):
             why = why_not or (
                 f"the confirming pair {where} did not judge it" + (f": {other.message}" if other is not None else "")
             )
