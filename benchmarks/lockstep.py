@@ -351,12 +351,13 @@ def judge_all(data: Path, rows: Sequence[dict[str, Any]], limits: Path | None = 
         head, base = load_current(pair / "head" / "metrics.json"), load_current(pair / "base" / "metrics.json")
         cut = window.common_warmup([head, base], TIERS["default"].min_step_count)
         head, base = window.apply([head, base], cut)
-        effect = paired.paired_effect(head, base, paired.step_time)
+        figure = paired.running_time(head, base).step_time  # what the gate judges: wall time less the wait for a CPU
+        effect = paired.paired_effect(head, base, figure)
         assert effect is not None, row
         ratios = [
             math.log(h) - math.log(b)
             for mine, theirs in paired.common_rounds(head, base)
-            if (h := paired.step_time(head, mine)) and (b := paired.step_time(base, theirs))
+            if (h := figure(head, mine)) and (b := figure(base, theirs))
         ]
         centre = statistics.median(ratios)
         spread = (statistics.stdev(ratios), 1.4826 * statistics.median(abs(r - centre) for r in ratios))
@@ -533,6 +534,10 @@ def cmd_replay(args: argparse.Namespace) -> None:
 
 FAMILIES_BEGIN: Final = "<!-- lockstep-families:begin -->"
 FAMILIES_END: Final = "<!-- lockstep-families:end -->"
+TIMINGS_BEGIN: Final = "<!-- lockstep-timings:begin -->"
+TIMINGS_END: Final = "<!-- lockstep-timings:end -->"
+#: One pair judged by timing: (label, load, nominal slowdown or None for A/A, basis -> (effect %, step_time status)).
+TimedPair = tuple[str, str, float | None, dict[str, tuple[float, str]]]
 
 
 @dataclass(frozen=True)
@@ -621,6 +626,78 @@ def _nominal(collection: Collected, label: str) -> float | None:
     return LABELS[label][1] if label in LABELS and LABELS[label][1] else None
 
 
+def judge_timings(data: Path) -> list[TimedPair]:
+    """Each pair of a collection as (label, load, nominal size, timing -> (paired effect %, step_time status)),
+    judged on wall time and on wall time less the training thread's wait for a CPU, by the paired rule with the
+    defaults (a 3 % minimum effect raised to 3 x the pair's noise; no confirmation)."""
+    from canary_action.compare import paired, window
+    from canary_action.compare.baselines import load_current
+    from canary_action.compare.stats import judge_paired
+    from canary_action.config.thresholds import TIERS
+
+    rows = [json.loads(line) for line in (data / MANIFEST).read_text(encoding="utf-8").splitlines() if line]
+    calibration = json.loads((data / "calibration.json").read_text(encoding="utf-8"))
+    collection = Collected(data, calibration, rows, [], {}, {})
+    tier = TIERS["default"]
+    out = []
+    for row in rows:
+        if row["label"] == "single":
+            continue
+        pair = data / row["pair"]
+        head, base = load_current(pair / "head" / "metrics.json"), load_current(pair / "base" / "metrics.json")
+        head, base = window.apply([head, base], window.common_warmup([head, base], tier.min_step_count))
+        judged = {}
+        for timing in (paired.WALL, paired.running_time(head, base)):
+            effect = paired.paired_effect(head, base, timing.step_time)
+            assert effect is not None, row
+            decision = judge_paired(effect, tier.paired_min_effect_pct, tier.run_spread_k, worse="higher")
+            judged[timing.basis] = (effect.delta_pct, decision.status)
+        out.append((row["label"], row["load"], _nominal(collection, row["label"]), judged))
+    return out
+
+
+def render_timings(collections: Sequence[tuple[str, list[TimedPair]]]) -> str:
+    """Per canary family and load: the A/A effects' spread, false alarms and planted slowdowns caught, on wall
+    time and on wall time less the wait for a CPU."""
+    from canary_action.compare import paired
+
+    bases = (paired.WALL.basis, paired.RUNNING.basis)
+    lines = [
+        "| canary | load | A/A pairs | A/A effects' SD: wall / less wait | A/A failed: wall / less wait "
+        "| +5 % caught: wall / less wait | +10 % caught: wall / less wait |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    families: dict[str, list[TimedPair]] = {}
+    for family, judged in collections:
+        families.setdefault(family, []).extend(judged)
+    for family, judged in families.items():
+        for load in ("quiet", "hog"):
+            rows = [j for j in judged if j[1] == load]
+            aa = [j[3] for j in rows if j[2] is None]
+            sds = [statistics.stdev(j[b][0] for j in aa) if len(aa) > 1 else math.nan for b in bases]
+            failed = [sum(j[b][1] == "fail" for j in aa) for b in bases]
+            cells = []
+            for size in (0.05, 0.10):
+                planted = [j[3] for j in rows if j[2] == size]
+                cells.append(" / ".join(f"{sum(j[b][1] == 'fail' for j in planted)}/{len(planted)}" for b in bases))
+            lines.append(
+                f"| {family} | {load} | {len(aa)} | {sds[0]:.1f} % / {sds[1]:.1f} % | {failed[0]} / {failed[1]} | "
+                f"{cells[0]} | {cells[1]} |"
+            )
+    return "\n".join(lines)
+
+
+def cmd_timings(args: argparse.Namespace) -> None:
+    collections = []
+    for data in args.data:
+        calibration = json.loads((data / "calibration.json").read_text(encoding="utf-8"))
+        collections.append((calibration.get("canary", "team-sft"), judge_timings(data)))
+    text = render_timings(collections)
+    print(text)
+    if args.write_docs:
+        write_docs(text, REPO / "docs" / "benchmarks.md", TIMINGS_BEGIN, TIMINGS_END)
+
+
 def cmd_families(args: argparse.Namespace) -> None:
     text = render_families([load_collection(d) for d in args.data])
     print(text)
@@ -651,6 +728,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--threshold-file", type=Path, help="judge with these thresholds instead of the defaults")
     p.add_argument("--write-docs", action="store_true", help="replace the lockstep section of docs/benchmarks.md")
     p.set_defaults(func=cmd_replay)
+    p = sub.add_parser("timings", help="the pairs of several collections judged on wall time and less the CPU wait")
+    p.add_argument("data", type=Path, nargs="+")
+    p.add_argument("--write-docs", action="store_true", help="replace the timings section of docs/benchmarks.md")
+    p.set_defaults(func=cmd_timings)
     p = sub.add_parser("families", help="A/A and planted pairs of several collections, per canary family")
     p.add_argument("data", type=Path, nargs="+")
     p.add_argument("--write-docs", action="store_true", help="replace the families section of docs/benchmarks.md")

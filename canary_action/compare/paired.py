@@ -48,6 +48,10 @@ STALL_SHARE: Final = 0.5
 #: More stalled rounds than this share of the base side's: the pair is not judged (paired checks skipped).
 MAX_STALLED: Final = 0.25
 
+#: The head side waiting for a CPU more than the base side by this many points of step time, clearly: its own
+#: code may be contending with itself (more threads than CPUs), so the pair is judged on wall time.
+WAIT_GAP_PP: Final = 1.0
+
 RoundFigure = Callable[[RunData, Sequence[int]], float | None]
 
 
@@ -208,6 +212,34 @@ def step_time(run: RunData, rows: Sequence[int]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def running_step_time(run: RunData, rows: Sequence[int]) -> float | None:
+    """The round's median step time less the training thread's wait for a CPU (`running_time`)."""
+    values = [t for r in rows if (t := _running(run, r)) is not None]
+    return statistics.median(values) if values else None
+
+
+def running_tokens_per_s(run: RunData, rows: Sequence[int]) -> float | None:
+    """Tokens per second of running time (`running_time`) over the round."""
+    tokens = _column(run, schema.NUM_TOKENS)
+    pairs = [(k, t) for r in rows if (k := tokens[r]) is not None and (t := _running(run, r)) is not None]
+    time = sum(t for _, t in pairs)
+    return sum(k for k, _ in pairs) / time if pairs and time > 0 else None
+
+
+def _running(run: RunData, row: int) -> float | None:
+    wall, wait = run.step_times[row], _column(run, schema.RUNQUEUE_WAIT_S)[row]
+    if wall is None or wait is None or not 0 <= wait < wall:
+        return None
+    return wall - wait
+
+
+def _measured(run: RunData) -> bool:
+    """Whether every steady step of the run has its run-queue wait (an older side, or a kernel without schedstat,
+    has none)."""
+    waits = _column(run, schema.RUNQUEUE_WAIT_S)
+    return bool(run.steady_rows) and all(waits[r] is not None for r in run.steady_rows or [])
+
+
 def gpu_busy(run: RunData, rows: Sequence[int]) -> float | None:
     """The round's median GPU busy time per step (the steps timed on the GPU)."""
     values = [b for r in rows if r < len(run.gpu_busy) and (b := run.gpu_busy[r]) is not None and b > 0]
@@ -231,6 +263,40 @@ def share_of(name: str) -> RoundFigure:
         return sum(p for p, _ in pairs) / time if pairs and time > 0 else None
 
     return share
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What a pair's speed checks judge per round (`running_time` decides)."""
+
+    step_time: RoundFigure
+    tokens_per_s: RoundFigure
+    basis: str
+    """How the step time was taken, in words for the check's message."""
+
+
+WALL: Final = Timing(step_time, tokens_per_s, "wall time")
+RUNNING: Final = Timing(running_step_time, running_tokens_per_s, "time less the wait for a CPU")
+
+
+def running_time(current: RunData, base: RunData) -> Timing:
+    """Step times less the training thread's wait for a CPU (its run-queue wait, proc/runqueue_wait_s), where
+    both sides measured it and the head side does not wait clearly longer than the base side.
+
+    A neighbour that takes the CPU for a moment (another job on the runner, a bursty hog) lands in one side's turn
+    and not the other's; that wait is the machine's, not the code's, and it is what spreads a loaded pair's rounds
+    (measured over 54 real pairs of three canaries: docs/benchmarks.md, "Time waiting for a CPU"). Left out, a pair
+    beside a hog judges as precisely as a quiet one. The wait a pull request's own code causes (more threads than
+    CPUs) is a real regression: where the head side waits clearly longer than the base side (WAIT_GAP_PP points
+    of step time, its interval clear of zero), the pair is judged on wall time.
+    """
+    share = share_of(schema.RUNQUEUE_WAIT_S)
+    if not _measured(current) or not _measured(base):
+        return WALL
+    gap = paired_points(current, base, share)
+    if gap is None or (gap.low_pp > 0 and gap.delta_pp > WAIT_GAP_PP):
+        return WALL
+    return RUNNING
 
 
 def _column(run: RunData, name: str) -> list[float | None]:

@@ -85,10 +85,11 @@ def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
         return _step_time_against(ctx, ctx.perf.usable)
     effect, check = None, stalled_pair(ctx, name, unit)
     if check is None:
-        effect = paired.paired_effect(ctx.current, ctx.partner, paired.step_time, level=ctx.level)
+        timing = paired.running_time(ctx.current, ctx.partner)
+        effect = paired.paired_effect(ctx.current, ctx.partner, timing.step_time, level=ctx.level)
         limit = ctx.thresholds.max_step_time_increase_pct
         check = (
-            judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median)
+            judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median, timing=timing)
             if effect is not None
             else _too_few_rounds(ctx, name, unit)
         )
@@ -126,9 +127,10 @@ def _tokens_per_sec(ctx: Context) -> Check:
         return _tokens_against(ctx, measured)
     check = stalled_pair(ctx, name, unit)
     if check is None:
-        effect = paired.paired_effect(ctx.current, ctx.partner, paired.tokens_per_s, level=ctx.level)
+        timing = paired.running_time(ctx.current, ctx.partner)
+        effect = paired.paired_effect(ctx.current, ctx.partner, timing.tokens_per_s, level=ctx.level)
         check = (
-            judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s)
+            judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s, timing=timing)
             if effect is not None
             else _too_few_rounds(ctx, name, unit)
         )
@@ -267,17 +269,25 @@ def _points(ctx: Context, name: str, get: Callable[[RunData], float | None], lim
 
 
 def judged(
-    name: str, unit: str, effect: Effect, limit: float, ctx: Context, *, worse: str, current: float | None
+    name: str,
+    unit: str,
+    effect: Effect,
+    limit: float,
+    ctx: Context,
+    *,
+    worse: str,
+    current: float | None,
+    timing: paired.Timing = paired.WALL,
 ) -> Check:
     """A statistical check's row: `effect` judged with its interval. Separate runs: against `limit` (the tier's),
     widened to the noise. A lockstep pair: by its own precision (`judge_paired`: the minimum effect, raised to
-    the pair's noise), whatever `limit` is."""
+    the pair's noise), whatever `limit` is; `timing` says what its rounds timed, where not wall time."""
     k = ctx.thresholds.run_spread_k
     direction: Literal["higher", "lower"] = "higher" if worse == "higher" else "lower"
     if effect.paired_rounds is not None:
         limit = ctx.thresholds.paired_min_effect_pct
         decision = judge_paired(effect, limit, k, worse=direction)
-        message = _paired_message(effect, decision, limit, direction)
+        message = _paired_message(effect, decision, limit, direction, timing)
     else:
         decision = judge(effect, limit, k, worse=direction)
         sign = "+" if worse == "higher" else "−"
@@ -304,11 +314,15 @@ def judged(
     )
 
 
-def _paired_message(effect: Effect, decision: Decision, min_effect: float, worse: Literal["higher", "lower"]) -> str:
+def _paired_message(
+    effect: Effect, decision: Decision, min_effect: float, worse: Literal["higher", "lower"], timing: paired.Timing
+) -> str:
     """The rule a pair was judged by, in one line: "+11.0 % [+7.4, +14.7] over 32 rounds — above the 3 % minimum
     effect"."""
     interval = f"[{effect.low_pct:+.1f}, {effect.high_pct:+.1f}]"
     figure = f"{effect.delta_pct:+.1f} % {interval} paired over {effect.paired_rounds} rounds"
+    if timing is not paired.WALL:
+        figure += f" ({timing.basis})"
     change = effect.delta_pct if worse == "higher" else -effect.delta_pct
     beyond = "above" if worse == "higher" else "a drop beyond"
     minimum = f"the {min_effect:g} % minimum effect"

@@ -28,12 +28,17 @@ PAIR = "tiny-dpo-pair-20261124T150000Z"
 def make_pair(
     tmp: Path, *, slowdown: float = 0.0, steps: int = 120, chunk: int = 2, seed: int = 0, wait_share: float = 0.02,
     head_wait_share: float | None = None, paired: bool = True, base_stalled: Collection[int] = (),
+    hog: float = 0.0, head_own_wait: float = 0.0, runqueue: Collection[str] = (),
 ) -> tuple[Path, Path]:  # fmt: skip
     """(base, head) metrics.json of one pair: a machine whose speed drifts by +-40 % over the run, hitting
     both sides' chunk of a round alike, 3 % per-step noise each, and `slowdown` on the head side. Each step's CPU
     time is 90 % of its wall time, but in the rounds `base_stalled`, where the base side was stopped for twice its
-    steps' time: its wall time tripled, its CPU time not."""
-    rng = random.Random(seed)
+    steps' time: its wall time tripled, its CPU time not.
+
+    A bursty neighbour (`hog` > 0) takes the CPU in a third of each side's turns, at random: those steps wait
+    `hog` x their time on the run queue, added to their wall time. `head_own_wait`: the head side waits that share
+    of every step for a CPU (its own threads). The sides in `runqueue` record the wait (proc/runqueue_wait_s)."""
+    rng, bursts = random.Random(seed), random.Random(f"bursts {seed}")
     drift = [1 + 0.4 * math.sin(s / 9) + 0.2 * rng.random() for s in range(1, steps + 1)]
     round_of = [(s - 1) // chunk for s in range(1, steps + 1)]
     paths = []
@@ -41,6 +46,11 @@ def make_pair(
         times = [0.3 * d * factor * math.exp(rng.gauss(0, 0.03)) for d in drift]
         times[0] = 2.0
         cpu = [0.9 * t for t in times]
+        hit = {r for r in sorted(set(round_of)) if hog and bursts.random() < 1 / 3}
+        queued = [(hog if r in hit else 0.0) * t for t, r in zip(times, round_of, strict=True)]
+        if side == "head":
+            queued = [q + head_own_wait * t for q, t in zip(queued, times, strict=True)]
+        times = [t + q for t, q in zip(times, queued, strict=True)]
         if side == "base":
             times = [3 * t if r in base_stalled else t for t, r in zip(times, round_of, strict=True)]
         series = {
@@ -49,6 +59,8 @@ def make_pair(
             schema.DATA_WAIT_S: [wait * t for t in times],
             schema.PAIR_ROUND: [float(r) for r in round_of],
         }
+        if side in runqueue:
+            series[schema.RUNQUEUE_WAIT_S] = queued
         pair = {"pair_id": PAIR, "side": side, "chunk_steps": chunk, "tree": f"/trees/{side}"} if paired else None
         metrics = make_metrics(num_steps=steps, series=series, pair=pair, workload={"device": "cpu", "dtype": "fp32"})
         metrics = metrics.model_copy(update={"run": metrics.run.model_copy(update={"run_id": f"{PAIR}-{side}"})})
@@ -372,3 +384,39 @@ def test_an_a_a_pair_with_steady_cpu_flags_no_round(tmp_path: Path) -> None:
     result = judge(base, head)
     assert not [n for n in result.notes if "stopped or starved" in n]
     assert "paired over 60 rounds" in check(result, "step_time").message
+
+
+def test_a_neighbours_bursts_are_left_out_of_a_pairs_step_time(tmp_path: Path) -> None:
+    """A bursty neighbour adds 40 % to a third of each side's turns: on wall time a pair's rounds spread so far
+    that its limit rises past a real +5 %; less the training thread's wait for a CPU (both sides record it), the
+    same pair is as precise as a quiet one, fails the +5 % and passes an A/A."""
+    both = ("base", "head")
+    for seed in (1, 2, 3):  # seeded: the same bursts on every machine
+        planted = make_pair(tmp_path / f"slow{seed}", slowdown=0.05, hog=0.4, runqueue=both, seed=seed)
+        step = check(judge(*planted), "step_time")
+        assert step.status == "fail", step.message
+        assert "(time less the wait for a CPU)" in step.message
+        assert step.threshold is not None
+        assert step.threshold < 4.5, step.message
+        aa = check(judge(*make_pair(tmp_path / f"aa{seed}", hog=0.4, runqueue=both, seed=seed)), "step_time")
+        assert aa.status == "pass", aa.message
+        # Unrecorded on one side: wall time for both, and the neighbour's bursts widen the limit past the +5 %.
+        wall = check(
+            judge(*make_pair(tmp_path / f"wall{seed}", slowdown=0.05, hog=0.4, runqueue=["base"], seed=seed)),
+            "step_time",
+        )
+        assert "wait for a CPU" not in wall.message
+        assert wall.threshold is not None
+        assert wall.threshold > 2 * step.threshold, (wall.message, step.message)
+        assert wall.status != "fail", wall.message
+
+
+def test_a_head_that_waits_for_a_cpu_because_of_its_own_threads_is_judged_on_wall_time(tmp_path: Path) -> None:
+    """A pull request that runs more threads than CPUs waits on the run queue in every step: a real slowdown.
+    The head waiting clearly longer than the base side puts the pair back on wall time, where it fails."""
+    base, head = make_pair(tmp_path, head_own_wait=0.10, runqueue=("base", "head"))
+    step = check(judge(base, head), "step_time")
+    assert step.status == "fail", step.message
+    assert "wait for a CPU" not in step.message
+    assert step.delta_pct is not None
+    assert 7 < step.delta_pct < 13
