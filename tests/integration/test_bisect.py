@@ -16,8 +16,10 @@ from tests.factories import NO_HELDOUT_YAML
 
 REPO = Path(__file__).parents[2]
 SFT = (REPO / "configs" / "tiny" / "sft.yaml").read_text(encoding="utf-8") + NO_HELDOUT_YAML  # step time is followed
-#: A planted wait that no load can hide: 0.3 s a step, where the tiny model's step is about 0.1 s here.
-PLANTED = "fault_injection:\n  sleep_s_per_step: 0.3\n"
+#: A planted slowdown that no load can hide, of the same relative size in every pair: 200 extra 256x256 products a
+#: step, several times the tiny model's step. (A 0.3 s sleep was not: its share of a step moves with the load, and
+#: a search compares levels across pairs; one run beside the rest of the suite reported two findings, not one.)
+PLANTED = "fault_injection:\n  extra_matmuls_per_step: 200\n"
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
     "GIT_COMMITTER_EMAIL": "t@example.com", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
@@ -51,7 +53,7 @@ def repo(tmp_path: Path) -> Path:
 def test_a_commit_that_cannot_train_is_skipped_and_the_range_it_leaves_is_reported(repo: Path, tmp_path: Path) -> None:
     good = commit(repo, "the canary", **{"canary.yaml": SFT, "README.md": "team\n"})
     broken = commit(repo, "config: a typo", **{"canary.yaml": SFT + "lerning_rate: 1\n"})
-    planted = commit(repo, "config: fix the typo, and wait every step", **{"canary.yaml": SFT + PLANTED})
+    planted = commit(repo, "config: fix the typo, and multiply every step", **{"canary.yaml": SFT + PLANTED})
     bad = commit(repo, "docs: more words", **{"README.md": "team\nmore\n"})
     out = tmp_path / "out"
     done = bisect(repo, "--good", good, "--bad", bad, "-o", str(out), "--set", "max_steps=34", "--json")
@@ -61,7 +63,7 @@ def test_a_commit_that_cannot_train_is_skipped_and_the_range_it_leaves_is_report
     assert result.check == "step_time"
     assert result.steps[0].call == "confirm"
     assert result.steps[0].effect is not None
-    assert result.steps[0].effect.low > 50  # the wait: 3x the step
+    assert result.steps[0].effect.low > 50  # the products: several times the step
     skipped = [s for s in result.steps if s.call == "skipped"]
     assert {s.commit.sha for s in skipped} == {broken}
     assert "lerning_rate" in skipped[0].why

@@ -1,4 +1,7 @@
-"""Real tiny DPO runs on the CPU, compared as a pull request would be: the gate's verdicts end to end."""
+"""Real tiny DPO runs on the CPU, compared as a pull request would be: the gate's verdicts end to end.
+
+A changed max_length (refused as not comparable, then judged with the change allowed: host memory fails and the
+config key is suspect 1) is the tutorial docs/tutorials/04-root-cause.ipynb, run by tests/tutorials."""
 
 from __future__ import annotations
 
@@ -52,29 +55,6 @@ def test_the_sft_canary_at_its_own_length_has_its_step_time_judged(tmp_path: Pat
     assert step_time.status in ("pass", "warn", "fail"), step_time.message
     assert result.warmup is not None
     assert result.warmup.steps <= 30 - 20
-
-
-def test_longer_sequences_fail_step_time_with_the_config_change_on_top(baselines: list[Path], tmp_path: Path) -> None:
-    # 4x the sequence length (+350 % step time measured here): far beyond what this shared CPU's noise hides
-    # with three baselines. The builtin data grow with max_length, so the dataset differs too; both are allowed.
-    slow = canary_run(tmp_path, "max_length=384")
-    refused = run_compare(slow, baselines)
-    assert refused.verdict == "neutral"
-    assert {d.field for d in refused.comparability.differences} >= {"max_length", "dataset"}
-
-    result = run_compare(slow, baselines, allowed=["max_length", "dataset"])
-    checks = {c.name: c for c in result.checks}
-    assert result.verdict == "regression", result.reason
-    step_time = checks["step_time"]
-    # A clear slowdown fails; it may only warn where the three baselines themselves spread wider than the effect
-    # (CI's other worker trained beside one of them: +520 % warned under a limit widened to +588 %), and then
-    # the check must say so. A pass, or a warn under the plain threshold, is the gate missing it.
-    widened = step_time.threshold is not None and step_time.delta_pct is not None
-    widened = widened and step_time.threshold > step_time.delta_pct and step_time.threshold_note is not None
-    assert step_time.status == "fail" or (step_time.status == "warn" and widened), step_time
-    top = result.suspects[0]
-    assert top.category == "config", result.suspects
-    assert any("max_length" in line for line in [top.summary, *top.evidence])
 
 
 def test_a_nan_run_fails_stability_with_numerics_first(baselines: list[Path], tmp_path: Path) -> None:
