@@ -155,7 +155,7 @@ def make_tree(root: Path, config: str, steps: int, faults: dict[str, float] | No
     return root
 
 
-def run_pair(report: Report, plan: Plan, label: str, base: Path, head: Path, out: Path) -> dict[str, Any]:
+def run_pair(report: Report, plan: Plan, label: str, base: Path, head: Path, *, out: Path) -> dict[str, Any]:
     start = time.perf_counter()
     # The smoke tier, as the GPU configs say: its min_step_count leaves a short pair judged.
     done = canary("pair", "canary.yaml", "--base", str(base), "--head", str(head), "-o", str(out), "--json",
@@ -195,14 +195,14 @@ def run_pair(report: Report, plan: Plan, label: str, base: Path, head: Path, out
 def pairs(report: Report, plan: Plan, out: Path) -> None:
     trees = out / "trees"
     base = make_tree(trees / "base", plan.pair_config, plan.pair_steps)
-    aa = run_pair(report, plan, "A/A", base, base, out / "pairs")
+    aa = run_pair(report, plan, "A/A", base, base, out=out / "pairs")
     side = json.loads((aa["dir"] / "base" / "metrics.json").read_text())["summary"]
     sleep = round(HOST_SLOWDOWN * side["step_time_s"]["median"], 4)
     host = make_tree(trees / "host5", plan.pair_config, plan.pair_steps, {"sleep_s_per_step": sleep})
     guarded(
         report,
         "pair host +5 %",
-        lambda: run_pair(report, plan, f"host +5 % ({1000 * sleep:.1f} ms sleep)", base, host, out / "pairs"),
+        lambda: run_pair(report, plan, f"host +5 % ({1000 * sleep:.1f} ms sleep)", base, host, out=out / "pairs"),
     )
     if plan.cpu:
         report.add("pair GPU-only +20 %", "skipped", "no GPU (--cpu)")
@@ -216,7 +216,7 @@ def pairs(report: Report, plan: Plan, out: Path) -> None:
     guarded(
         report,
         "pair GPU-only +20 %",
-        lambda: run_pair(report, plan, f"GPU-only +20 % ({count} products)", base, gpu, out / "pairs"),
+        lambda: run_pair(report, plan, f"GPU-only +20 % ({count} products)", base, gpu, out=out / "pairs"),
     )
 
 
