@@ -27,13 +27,14 @@ from canary_action.compare.stats import LEVEL, Effect, per_step_log_sd, t_quanti
 from canary_action.metrics import schema
 
 #: SD of the log level of one process beyond what its rounds show, by device kind: the process-to-process
-#: part of an A/A pair's difference. cpu: fitted over 42 real A/A pairs of two canaries on a shared 2-core machine,
-#: quiet and beside a bursty hog (`benchmarks/lockstep.py replay`; docs/benchmarks.md, "Lockstep A/B"): 0.88 % for
-#: the tiny DPO, whose rounds are steady, 0.00 % for a team's SFT canary, whose noisier rounds already explain its
-#: A/A spread; 0.46 % over both, rounded up. The 3 % minimum effect bounds the false alarms of the first (3 SD of
-#: its ~1 % A/A spread). cuda: 1 %, an assumption until GPU pairs are measured (one H200 A/A pair: -0.3 %
-#: [-2.5, +2.0]).
-PROCESS_SD: Final[dict[str, float]] = {"cpu": 0.005, "cuda": 0.01}
+#: part of an A/A pair's difference. cpu: fitted over 63 real A/A pairs of three canaries (a team's SFT trainer, a
+#: team's DPO trainer with a reference model, GRPO with a team's reward) at three times of one day on a shared
+#: 2-core machine, quiet and beside a bursty hog, their rounds timed less the wait for a CPU
+#: (`benchmarks/lockstep.py families`; docs/benchmarks.md, "Canary families"): 1.04 % pooled (GRPO 1.49 %, DPO
+#: 1.09 %, SFT 0 %: its noisier rounds already explain its A/A spread), rounded to 1 %. At the 0.5 % fitted before
+#: (two canaries), one GRPO A/A pair of the 63 failed, and its confirming pair agreed. cuda: 1 %, an assumption
+#: until GPU pairs are measured (one H200 A/A pair: -0.3 % [-2.5, +2.0]).
+PROCESS_SD: Final[dict[str, float]] = {"cpu": 0.01, "cuda": 0.01}
 MIN_ROUNDS: Final = 5
 #: Share trimmed from each end of the rounds' log ratios: a garbage collection or a neighbour's burst lands in
 #: one side's chunk of a round and makes that round's ratio an outlier (measured over 18 real A/A pairs: a median

@@ -327,7 +327,8 @@ def _paired_message(
     beyond = "above" if worse == "higher" else "a drop beyond"
     minimum = f"the {min_effect:g} % minimum effect"
     if decision.widened:
-        minimum = f"the {decision.limit_pct:.1f} % minimum effect ({min_effect:g} %, raised to this pair's noise)"
+        raised = _raised(decision.limit_pct, min_effect)
+        minimum = f"the {raised} % minimum effect ({min_effect:g} %, raised to this pair's noise)"
     clear = effect.low_pct > 0 if worse == "higher" else effect.high_pct < 0
     if change > decision.limit_pct:
         return f"{figure} — {beyond} {minimum}" + ("" if clear else ", but not statistically clear")
@@ -347,7 +348,12 @@ def _noise_note(effect: Effect, limit: float, applied: float, k: float) -> str:
         spread = f"run-to-run spread unmeasured with one baseline, assumed {assumed} from the per-step spread"
     else:
         spread = f"run-to-run spread {effect.run_spread_pct:.1f} % over {effect.num_baselines} baselines"
-    return f"widened from {limit:g} % to {applied:.1f} % = {k:g} × the comparison's noise ({spread})"
+    return f"widened from {limit:g} % to {_raised(applied, limit)} % = {k:g} × the comparison's noise ({spread})"
+
+
+def _raised(applied: float, limit: float) -> str:
+    """A raised limit, with one decimal, or two where one would read as the limit it was raised from."""
+    return f"{applied:.1f}" if round(applied, 1) != round(limit, 1) else f"{applied:.2f}"
 
 
 def _widened_note(limit: float, applied: float, n: int, unit: str) -> str:

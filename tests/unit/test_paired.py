@@ -86,7 +86,7 @@ def test_a_planted_slowdown_is_found_through_drift_that_hides_it_from_separate_r
     assert step.status == "fail"
     assert step.interval is not None
     assert step.interval.low < 10 < step.interval.high
-    assert "paired over 60 rounds — above the 3 % minimum effect" in step.message
+    assert "paired over 60 rounds — above the 3.3 % minimum effect (3 %, raised to this pair's noise)" in step.message
     assert result.pairing is not None
     assert result.pairing.base_run_id == f"{PAIR}-base"
     assert result.noise is not None
