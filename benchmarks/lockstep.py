@@ -679,7 +679,8 @@ def render_timings(collections: Sequence[tuple[str, list[TimedPair]]]) -> str:
             cells = []
             for size in (0.05, 0.10):
                 planted = [j[3] for j in rows if j[2] == size]
-                cells.append(" / ".join(f"{sum(j[b][1] == 'fail' for j in planted)}/{len(planted)}" for b in bases))
+                counts = [f"{sum(j[b][1] == 'fail' for j in planted)}/{len(planted)}" for b in bases]
+                cells.append(" / ".join(counts) if planted else "—")
             lines.append(
                 f"| {family} | {load} | {len(aa)} | {sds[0]:.1f} % / {sds[1]:.1f} % | {failed[0]} / {failed[1]} | "
                 f"{cells[0]} | {cells[1]} |"
