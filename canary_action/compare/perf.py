@@ -89,12 +89,21 @@ def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
         effect = paired.paired_effect(ctx.current, ctx.partner, timing.step_time, level=ctx.level)
         limit = ctx.thresholds.max_step_time_increase_pct
         check = (
-            judged(name, unit, effect, limit, ctx, worse="higher", current=ctx.current.step_time_median, timing=timing)
+            judged(name, unit, effect, limit, ctx, worse="higher", current=_own(ctx, timing), timing=timing)
             if effect is not None
             else _too_few_rounds(ctx, name, unit)
         )
     history = _step_time_against(ctx, ctx.history)[0] if ctx.history else None
     return held_to_history(check, history), effect
+
+
+def _own(ctx: Context, timing: paired.Timing, *, tokens: bool = False) -> float | None:
+    """The head side's own figure on the pair's timing: its median step time (or tokens/s) over its steady steps,
+    less its wait for a CPU where the pair is judged so; the baseline shown is this over the effect."""
+    if timing is paired.WALL:
+        return ctx.current.tokens_per_s if tokens else ctx.current.step_time_median
+    figure = timing.tokens_per_s if tokens else timing.step_time
+    return figure(ctx.current, ctx.current.steady_rows or [])
 
 
 def _step_time_against(ctx: Context, baselines: Sequence[RunData]) -> tuple[Check, Effect | None]:
@@ -130,7 +139,7 @@ def _tokens_per_sec(ctx: Context) -> Check:
         timing = paired.running_time(ctx.current, ctx.partner)
         effect = paired.paired_effect(ctx.current, ctx.partner, timing.tokens_per_s, level=ctx.level)
         check = (
-            judged(name, unit, effect, limit, ctx, worse="lower", current=ctx.current.tokens_per_s, timing=timing)
+            judged(name, unit, effect, limit, ctx, worse="lower", current=_own(ctx, timing, tokens=True), timing=timing)
             if effect is not None
             else _too_few_rounds(ctx, name, unit)
         )
