@@ -28,7 +28,7 @@ PAIR = "tiny-dpo-pair-20261124T150000Z"
 def make_pair(
     tmp: Path, *, slowdown: float = 0.0, steps: int = 120, chunk: int = 2, seed: int = 0, wait_share: float = 0.02,
     head_wait_share: float | None = None, paired: bool = True, base_stalled: Collection[int] = (),
-    hog: float = 0.0, head_own_wait: float = 0.0, runqueue: Collection[str] = (),
+    hog: float = 0.0, head_own_wait: float = 0.0, runqueue: Collection[str] = (), head_tokens: float | None = None,
 ) -> tuple[Path, Path]:  # fmt: skip
     """(base, head) metrics.json of one pair: a machine whose speed drifts by +-40 % over the run, hitting
     both sides' chunk of a round alike, 3 % per-step noise each, and `slowdown` on the head side. Each step's CPU
@@ -37,7 +37,8 @@ def make_pair(
 
     A bursty neighbour (`hog` > 0) takes the CPU in a third of each side's turns, at random: those steps wait
     `hog` x their time on the run queue, added to their wall time. `head_own_wait`: the head side waits that share
-    of every step for a CPU (its own threads). The sides in `runqueue` record the wait (proc/runqueue_wait_s)."""
+    of every step for a CPU (its own threads). The sides in `runqueue` record the wait (proc/runqueue_wait_s).
+    `head_tokens`: every step holds 2,048 tokens, the head's that many times more."""
     rng, bursts = random.Random(seed), random.Random(f"bursts {seed}")
     drift = [1 + 0.4 * math.sin(s / 9) + 0.2 * rng.random() for s in range(1, steps + 1)]
     round_of = [(s - 1) // chunk for s in range(1, steps + 1)]
@@ -61,6 +62,8 @@ def make_pair(
         }
         if side in runqueue:
             series[schema.RUNQUEUE_WAIT_S] = queued
+        if head_tokens is not None:  # 2,048 tokens a step, the head's that many times more
+            series[schema.NUM_TOKENS] = [2048.0 * (head_tokens if side == "head" else 1.0)] * steps
         pair = {"pair_id": PAIR, "side": side, "chunk_steps": chunk, "tree": f"/trees/{side}"} if paired else None
         metrics = make_metrics(num_steps=steps, series=series, pair=pair, workload={"device": "cpu", "dtype": "fp32"})
         metrics = metrics.model_copy(update={"run": metrics.run.model_copy(update={"run_id": f"{PAIR}-{side}"})})
@@ -431,3 +434,13 @@ def test_a_head_that_waits_for_a_cpu_because_of_its_own_threads_is_judged_on_wal
         base, head = make_pair(tmp_path / str(seed), head_own_wait=0.05, hog=0.4, runqueue=("base", "head"), seed=seed)
         step = check(judge(base, head), "step_time")
         assert "wait for a CPU" not in step.message, step.message
+
+
+def test_a_pairs_tokens_per_second_are_timed_as_its_steps_are(tmp_path: Path) -> None:
+    """Tokens/s is judged when the tokens per step changed (here the head packs 10 % more into a step that takes
+    15 % longer): on the same footing as step time, less the wait for a CPU beside a neighbour."""
+    base, head = make_pair(tmp_path, slowdown=0.15, head_tokens=1.1, hog=0.4, runqueue=("base", "head"), seed=1)
+    tokens = check(judge(base, head), "tokens_per_sec")
+    assert "(time less the wait for a CPU)" in tokens.message, tokens.message
+    assert tokens.delta_pct is not None
+    assert -6 < tokens.delta_pct < -3  # 1.10 / 1.15 - 1 = -4.3 %
