@@ -13,7 +13,7 @@ A head tree's slowdown is `count` repetitions of the team's unit of work, sized 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -32,6 +32,13 @@ class Family:
     """What `count` repetitions are, in words."""
     files: dict[str, str]
     """The team's files, each formatted with `count` (0: the base tree)."""
+
+    def with_steps(self, steps: int) -> Family:
+        """The same canary trained for `steps` steps: a pair's noise falls with the square root of its rounds."""
+        config = self.config.replace(f"max_steps: {self.steps}\n", f"max_steps: {steps}\n")
+        if config == self.config and steps != self.steps:
+            raise ValueError(f"{self.name}: no 'max_steps: {self.steps}' line to change")
+        return replace(self, config=config, steps=steps)
 
     def make_tree(self, root: Path, name: str, count: int = 0) -> Path:
         tree = root / name

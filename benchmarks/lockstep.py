@@ -48,9 +48,12 @@ if str(REPO) not in sys.path:  # run as a script: benchmarks/ is a package of th
 
 from benchmarks import canaries  # noqa: E402
 from benchmarks.real_runs import write_docs  # noqa: E402
+from canary_action.compare.stats import Effect  # noqa: E402
 
 CONFIG: Final = Path("canary.yaml")
 MANIFEST: Final = "manifest.jsonl"
+#: The planted size (%) of the head whose measured effect scales a family's heads (--size-in-situ).
+SIZING_PCT: Final = 10.0
 DOCS_BEGIN: Final = "<!-- lockstep:begin -->"
 DOCS_END: Final = "<!-- lockstep:end -->"
 #: label -> (the team code that slows the head side, nominal size)
@@ -195,16 +198,19 @@ def unit_s(
     return statistics.median(times)
 
 
-def run_pair(base: Path, head: Path, out: Path, ablation: Sequence[str] = ()) -> tuple[Path, float]:
-    """One `canary pair` with its defaults; `ablation` turns off what makes the sides comparable: "pin" (both
-    sides may use every CPU, as the scheduler likes), "malloc" (glibc as it is)."""
+def run_pair(
+    base: Path, head: Path, out: Path, ablation: Sequence[str] = (), options: Sequence[str] = ()
+) -> tuple[Path, float]:
+    """One `canary pair` with its defaults but `options`; `ablation` turns off what makes the sides comparable:
+    "pin" (both sides may use every CPU, as the scheduler likes), "malloc" (glibc as it is)."""
     out.mkdir(parents=True, exist_ok=True)
     before = set(out.iterdir())
     extra = ["--cpus", ",".join(map(str, sorted(os.sched_getaffinity(0))))] if "pin" in ablation else []
     env = {**os.environ, **({"CANARY_PAIR_MALLOC": "default"} if "malloc" in ablation else {})}
     start = time.perf_counter()
     done = subprocess.run(
-        canary("pair", str(CONFIG), "--base", str(base), "--head", str(head), "-o", str(out), "--json", *extra),
+        canary("pair", str(CONFIG), "--base", str(base), "--head", str(head), "-o", str(out), "--json", *extra,
+                *options),
         capture_output=True, text=True, check=False, cwd=REPO, env=env,
     )  # fmt: skip
     wall = time.perf_counter() - start
@@ -247,11 +253,14 @@ def parse_plan(plan: str, load: str, labels: Collection[str] = LABELS) -> list[t
 
 
 def collect(
-    out: Path, *, quiet_plan: str, hog_plan: str, seed: int, ablation: Sequence[str] = (), canary: str = "team-sft"
-) -> None:
+    out: Path, *, quiet_plan: str, hog_plan: str, seed: int, ablation: Sequence[str] = (), canary: str = "team-sft",
+    steps: int | None = None, size_in_situ: bool = False,
+) -> None:  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     trees = out / "trees"
     family = canaries.FAMILIES.get(canary)
+    if family is not None and steps is not None:
+        family = family.with_steps(steps)
     base = make_tree(trees, "base") if family is None else family.make_tree(trees, "base")
     calibration, _ = run_pair(base, base, out / "calibration", ablation)
     step_s = json.loads((calibration / "base" / "metrics.json").read_text())["summary"]["step_time_s"]["median"]
@@ -267,14 +276,19 @@ def collect(
     else:
         module, function = family.unit
         units = {function: unit_s(base, function, module=module)}
+        scale, sizing = 1.0, {}
+        if size_in_situ:
+            sizing = size_planted(out, base, family, round(SIZING_PCT / 100 * step_s / units[function]), ablation)
+            scale = sizing["scale"]
         for label, size in canaries.LABELS.items():
             if size:
-                count = round(size * step_s / units[function])
+                count = round(size * step_s / units[function] * scale)
                 heads[label] = (family.make_tree(trees, label, count), f"{count} {family.planted}")
         labels = canaries.LABELS
     calibrated = {
         "canary": canary, "step_s": step_s, "units_s": units, "steps": family.steps if family else 100,
         "heads": {k: v[1] for k, v in heads.items()}, "ablation": list(ablation),
+        **({"sizing": sizing} if size_in_situ else {}),
     }  # fmt: skip
     (out / "calibration.json").write_text(json.dumps(calibrated, indent=2), encoding="utf-8")
     jobs = parse_plan(quiet_plan, "quiet", labels) + parse_plan(hog_plan, "hog", labels)
@@ -297,9 +311,22 @@ def collect(
             print(f"[{number}/{len(jobs)}] {label} {load} {wall:.0f} s", file=sys.stderr, flush=True)
 
 
+def size_planted(out: Path, base: Path, family: canaries.Family, count: int, ablation: Sequence[str]) -> dict[str, Any]:
+    """The planted heads' scale, measured in situ: one pair of the base tree against a head with `count` units
+    (SIZING_PCT % by the unit's own time on a quiet thread), unconfirmed; the scale makes that head measure
+    SIZING_PCT % as the gate times it. A unit run inside training can take longer than alone (caches shared with
+    the step), so sizes from its time alone run large; the scale is held to [0.5, 2], one pair's noise."""
+    probe = family.make_tree(out / "trees", "sizing", count)
+    pair, _ = run_pair(base, probe, out / "sizing", ablation, options=("--confirm-minutes", "0"))
+    measured = pair_effects(pair)[GATE].delta_pct
+    scale = min(2.0, max(0.5, SIZING_PCT / measured)) if measured > 0 else 2.0
+    return {"pair": str(pair.relative_to(out)), "count": count, "nominal_pct": SIZING_PCT,
+            "measured_pct": round(measured, 2), "scale": round(scale, 3)}  # fmt: skip
+
+
 def cmd_collect(args: argparse.Namespace) -> None:
     collect(args.output, quiet_plan=args.quiet_plan, hog_plan=args.hog_plan, seed=args.seed, ablation=args.ablate,
-            canary=args.canary)  # fmt: skip
+            canary=args.canary, steps=args.steps, size_in_situ=args.size_in_situ)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -586,8 +613,9 @@ def render_families(collections: Sequence[Collected]) -> str:
     ]
     families: dict[str, list[Collected]] = {}
     for c in collections:
-        families.setdefault(c.calibration.get("canary", "team-sft"), []).append(c)
-    fits, walls = [], []
+        name = f"{c.calibration.get('canary', 'team-sft')} ({c.calibration['steps']} steps)"
+        families.setdefault(name, []).append(c)
+    fits, walls, sizes = [], [], []
     for name, group in families.items():
         for c in group:
             starts = sorted(r["started"][:5] for r in c.rows)
@@ -610,13 +638,19 @@ def render_families(collections: Sequence[Collected]) -> str:
                     f"{cells[0]} | {cells[1]} |"
                 )
         aa_all = [j for c in group for j in c.judged if j.label == "aa"]
-        fits.append(f"{name} {100 * process_spread(aa_all):.2f} % (over {len(aa_all)} A/A pairs)")
+        if aa_all:
+            fits.append(f"{name} {100 * process_spread(aa_all):.2f} % (over {len(aa_all)} A/A pairs)")
+        fives = [j.effect_pct for c in group for j in c.judged if _nominal(c, j.label) == 0.05]
+        if fives:
+            how = "in situ" if all("sizing" in c.calibration for c in group) else "by the unit's own time"
+            sizes.append(f"{name} {statistics.median(fives):+.1f} % (sized {how})")
         singles = [r["wall_s"] for c in group for r in c.rows if r["label"] == "single"]
         pairs = [j.wall_s for c in group for j in c.judged if j.label == "aa"]
         if singles and pairs:
             pair_s, single_s = statistics.median(pairs), statistics.median(singles)
             walls.append(f"{name}: an A/A pair {pair_s:.0f} s, one run {single_s:.0f} s ({pair_s / single_s:.2f}x)")
     lines += ["", "Process-level spread fitted from the A/A pairs, per family: " + "; ".join(fits) + "."]
+    lines += ["", "The +5 % heads as measured (median first-pair effect), per family: " + "; ".join(sizes) + "."]
     if walls:
         lines += ["", "Wall time (medians; a pair includes both sides, compare and report): " + "; ".join(walls) + "."]
     return "\n".join(lines)
@@ -633,8 +667,6 @@ def judge_timings(data: Path) -> list[TimedPair]:
     judged on wall time, on wall time less the training thread's wait for a CPU, and on the one the gate chooses
     (GATE), by the paired rule with the defaults (a 3 % minimum effect raised to 3 x the pair's noise; no
     confirmation)."""
-    from canary_action.compare import paired, window
-    from canary_action.compare.baselines import load_current
     from canary_action.compare.stats import judge_paired
     from canary_action.config.thresholds import TIERS
 
@@ -646,18 +678,30 @@ def judge_timings(data: Path) -> list[TimedPair]:
     for row in rows:
         if row["label"] == "single":
             continue
-        pair = data / row["pair"]
-        head, base = load_current(pair / "head" / "metrics.json"), load_current(pair / "base" / "metrics.json")
-        head, base = window.apply([head, base], window.common_warmup([head, base], tier.min_step_count))
         judged = {}
-        chosen = paired.running_time(head, base)
-        for key, timing in ((paired.WALL.basis, paired.WALL), (paired.RUNNING.basis, paired.RUNNING), (GATE, chosen)):
-            effect = paired.paired_effect(head, base, timing.step_time)
-            assert effect is not None, row
+        for key, effect in pair_effects(data / row["pair"]).items():
             decision = judge_paired(effect, tier.paired_min_effect_pct, tier.run_spread_k, worse="higher")
             judged[key] = (effect.delta_pct, decision.status)
         out.append((row["label"], row["load"], _nominal(collection, row["label"]), judged))
     return out
+
+
+def pair_effects(pair: Path) -> dict[str, Effect]:
+    """A recorded pair's paired step-time effect on wall time, on wall time less the wait for a CPU, and on the
+    one the gate chooses (GATE), after the comparison's common warm-up cut."""
+    from canary_action.compare import paired, window
+    from canary_action.compare.baselines import load_current
+    from canary_action.config.thresholds import TIERS
+
+    head, base = load_current(pair / "head" / "metrics.json"), load_current(pair / "base" / "metrics.json")
+    head, base = window.apply([head, base], window.common_warmup([head, base], TIERS["default"].min_step_count))
+    chosen = paired.running_time(head, base)
+    effects = {}
+    for key, timing in ((paired.WALL.basis, paired.WALL), (paired.RUNNING.basis, paired.RUNNING), (GATE, chosen)):
+        effect = paired.paired_effect(head, base, timing.step_time)
+        assert effect is not None, pair
+        effects[key] = effect
+    return effects
 
 
 def render_timings(collections: Sequence[tuple[str, list[TimedPair]]]) -> str:
@@ -718,6 +762,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the job order")
     p.add_argument("--canary", choices=["team-sft", *canaries.FAMILIES], default="team-sft",
                    help="the canary family (benchmarks/canaries.py); team-sft: the team trainer here")  # fmt: skip
+    p.add_argument("--steps", type=int, help="train the family's canary this many steps (its own length otherwise)")
+    p.add_argument(
+        "--size-in-situ",
+        action="store_true",
+        help="scale the planted heads by one pair's measured effect of a 10 %% head (size_planted)",
+    )
     p.add_argument("--ablate", nargs="*", choices=["pin", "malloc"], default=[],
                    help="turn off pinning both sides to one CPU set, or the malloc tuning (to measure)")  # fmt: skip
     p.set_defaults(func=cmd_collect)
