@@ -53,6 +53,12 @@ MAX_STALLED: Final = 0.25
 #: code may be contending with itself (more threads than CPUs), so the pair is judged on wall time.
 WAIT_GAP_PP: Final = 1.0
 
+#: The slowdown a pair's step-time check should fail 4 times in 5 (%): the change the gate promises to see. A pair
+#: too short for it says how much longer its canary would have to be (`steps_to_resolve`).
+RESOLVE_PCT: Final = 5.0
+#: The one-sided normal quantile of 0.8: a change this many SDs over a limit lands over it 4 times in 5.
+_RESOLVE_Z: Final = 0.8416
+
 RoundFigure = Callable[[RunData, Sequence[int]], float | None]
 
 
@@ -187,6 +193,26 @@ def paired_effect(current: RunData, base: RunData, figure: RoundFigure, *, level
         paired_rounds=n,
         level=level,
     )
+
+
+def steps_to_resolve(effect: Effect, min_effect_pct: float, k: float, target_pct: float = RESOLVE_PCT) -> float | None:
+    """How many times its steps a pair would need for a +`target_pct` % change to fail its step time 4 times in 5,
+    at the rounds' spread it measured: None when it has enough; math.inf when no length would do (the process-level
+    spread alone keeps the limit too high).
+
+    A change t lands over the limit max(m, k x s) 4 times in 5 when t - z x s clears it, z = 0.84: s must be at most
+    min(t / (k + z), (t - m) / z). The rounds' share of s falls with the square root of their number; the
+    process-level share does not."""
+    target, floor = math.log1p(target_pct / 100), math.log1p(min_effect_pct / 100)
+    if effect.paired_rounds is None or target <= floor:
+        return None
+    needed = min(target / (k + _RESOLVE_Z), (target - floor) / _RESOLVE_Z)
+    if effect.sd_log <= needed:
+        return None
+    process = effect.prior_spread_pct / 100
+    if needed <= process:
+        return math.inf
+    return (effect.sd_log**2 - process**2) / (needed**2 - process**2)
 
 
 def paired_points(current: RunData, base: RunData, share: RoundFigure, *, level: float = LEVEL) -> PairedPoints | None:

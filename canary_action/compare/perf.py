@@ -88,13 +88,29 @@ def _step_time(ctx: Context) -> tuple[Check, Effect | None]:
         timing = paired.running_time(ctx.current, ctx.partner)
         effect = paired.paired_effect(ctx.current, ctx.partner, timing.step_time, level=ctx.level)
         limit = ctx.thresholds.max_step_time_increase_pct
-        check = (
-            judged(name, unit, effect, limit, ctx, worse="higher", current=_own(ctx, timing), timing=timing)
-            if effect is not None
-            else _too_few_rounds(ctx, name, unit)
-        )
+        if effect is None:
+            check = _too_few_rounds(ctx, name, unit)
+        else:
+            check = judged(name, unit, effect, limit, ctx, worse="higher", current=_own(ctx, timing), timing=timing)
+            check = _resolution(ctx, check, effect)
     history = _step_time_against(ctx, ctx.history)[0] if ctx.history else None
     return held_to_history(check, history), effect
+
+
+def _resolution(ctx: Context, check: Check, effect: Effect) -> Check:
+    """A pair whose raised limit would let a +5 % slowdown through more often than 1 time in 5 says, in its limit's
+    note, how much longer its canary would have to be (`paired.steps_to_resolve`); a failed check needs no advice."""
+    factor = paired.steps_to_resolve(effect, ctx.thresholds.paired_min_effect_pct, ctx.thresholds.run_spread_k)
+    if factor is None or check.status == "fail" or check.threshold_note is None:
+        return check
+    target = f"a +{paired.RESOLVE_PCT:g} % slowdown"
+    if math.isinf(factor):
+        advice = f"no canary length would fail {target} 4 times in 5 here: the process-level spread alone is too large"
+    else:
+        steps = ctx.current.config.get("max_steps")
+        length = f" (max_steps: {math.ceil(factor * steps)})" if isinstance(steps, int) and steps > 0 else ""
+        advice = f"to fail {target} 4 times in 5, this canary needs about {factor:.1f}× its steps{length}"
+    return check.model_copy(update={"threshold_note": f"{check.threshold_note}; {advice}"})
 
 
 def _own(ctx: Context, timing: paired.Timing, *, tokens: bool = False) -> float | None:

@@ -148,7 +148,7 @@ def compare(
             allowed=sorted(allowed),
             excluded_baselines=perf.excluded,
         ),
-        noise=_noise(effect, thresholds),
+        noise=_noise(effect, thresholds, paired.running_time(current, partner) if partner is not None else None),
         warmup=warmup,
         pairing=_pairing(current, partner, effect, code, thresholds),
         step_split=host_gpu,
@@ -250,17 +250,18 @@ def _pairing(
     )  # fmt: skip
 
 
-def _noise(effect: Effect | None, thresholds: Thresholds) -> Noise | None:
+def _noise(effect: Effect | None, thresholds: Thresholds, timing: paired.Timing | None) -> Noise | None:
     if effect is None:
         return None
     if effect.paired_rounds is not None:
+        basis = "" if timing is None or timing is paired.WALL else f" ({timing.basis})"
         return Noise(
             baseline_runs=1,
             run_spread_pct=None,
             run_spread_k=thresholds.run_spread_k,
             method=(
                 f"paired A/B: the head and base sides took turns on this runner; per round, the log ratio of their "
-                f"median step times; mean over {effect.paired_rounds} rounds (rounds spread "
+                f"median step times{basis}; mean over {effect.paired_rounds} rounds (rounds spread "
                 f"{effect.run_spread_pct or 0:.1f} %), interval from that spread plus a process-level spread of "
                 f"{effect.prior_spread_pct:.1f} %; {_percent(effect.level)} t interval, {effect.dof} d.o.f."
             ),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections.abc import Collection
 from pathlib import Path
 
@@ -444,3 +445,47 @@ def test_a_pairs_tokens_per_second_are_timed_as_its_steps_are(tmp_path: Path) ->
     assert "(time less the wait for a CPU)" in tokens.message, tokens.message
     assert tokens.delta_pct is not None
     assert -6 < tokens.delta_pct < -3  # 1.10 / 1.15 - 1 = -4.3 %
+
+
+def test_a_pair_too_noisy_for_five_percent_says_how_long_its_canary_must_be(tmp_path: Path) -> None:
+    """A bursty neighbour nobody timed (no run-queue column) spreads a short pair's rounds: its limit is raised past
+    where a +5 % slowdown would fail 4 times in 5, and its note says how many times its steps would do it. A pair
+    that long, as noisy per round, then judges with a limit low enough that it needs no such advice."""
+    base, head = make_pair(tmp_path / "short", steps=60, hog=0.15, seed=2)
+    step = check(judge(base, head, "default"), "step_time")
+    assert step.status != "fail", step.message
+    assert step.threshold is not None
+    assert step.threshold > 5, step.threshold
+    note = step.threshold_note or ""
+    assert note.startswith("widened from 3 % to"), note
+    found = re.search(r"to fail a \+5 % slowdown 4 times in 5, this canary needs about ([\d.]+)× its steps "
+                      r"\(max_steps: (\d+)\)", note)  # fmt: skip
+    assert found, note
+    factor, steps = float(found[1]), int(found[2])
+    assert 2 < factor < 40
+    assert abs(steps - factor * 60) <= 3  # 60 steps x the factor (shown to one decimal), rounded up
+    assert "this canary needs about" in render(judge(base, head, "default"), "markdown")
+    longer = check(judge(*make_pair(tmp_path / "long", steps=steps, hog=0.15, seed=2), "default"), "step_time")
+    assert longer.threshold is not None
+    assert longer.threshold < 4.5, (longer.threshold, longer.threshold_note)
+
+
+def test_the_length_a_pair_needs_follows_its_rounds_spread_not_its_process_spread() -> None:
+    """steps_to_resolve: the rounds' share of a pair's SD falls with the square root of its length, the process-level
+    share (1 %) does not: 2.2 % of rounds need (2.2² ) / (1.27² - 1²) ≈ 7.9 times the steps; a pair already precise
+    enough needs none; with a process-level spread over 1.27 %, no length is enough."""
+    from canary_action.compare.paired import steps_to_resolve
+    from canary_action.compare.stats import Effect
+
+    def effect(rounds_pct: float, process_pct: float) -> Effect:
+        sd = math.hypot(rounds_pct, process_pct) / 100
+        return Effect(delta_pct=0.0, low_pct=-5.0, high_pct=5.0, sd_log=sd, run_spread_pct=10.0,
+                      prior_spread_pct=process_pct, dof=30, num_baselines=1, paired_rounds=40)  # fmt: skip
+
+    factor = steps_to_resolve(effect(2.2, 1.0), min_effect_pct=3, k=3)
+    assert factor is not None
+    assert factor == pytest.approx(2.2**2 / ((100 * math.log1p(0.05) / 3.8416) ** 2 - 1), rel=1e-3)
+    assert 7.5 < factor < 8.3
+    assert steps_to_resolve(effect(0.5, 1.0), min_effect_pct=3, k=3) is None
+    assert steps_to_resolve(effect(2.0, 1.3), min_effect_pct=3, k=3) == math.inf
+    assert steps_to_resolve(effect(2.2, 1.0), min_effect_pct=6, k=3) is None  # a minimum effect over 5 % asks nothing
