@@ -606,6 +606,8 @@ def load_collection(data: Path) -> Collected:
 def render_families(collections: Sequence[Collected]) -> str:
     """Per canary family: A/A false alarms with confirmation (and the first pairs that failed alone), planted
     slowdowns caught, the slow-process notes, the fitted process-level spread and the wall time against one run."""
+    from canary_action.compare import paired
+
     lines = [
         "| canary | collection, started (UTC) | load | A/A pairs | false alarms | A/A first pairs failed (confirming "
         "pair run) | A/A slow-process notes | +5 % caught | +10 % caught |",
@@ -640,10 +642,14 @@ def render_families(collections: Sequence[Collected]) -> str:
         aa_all = [j for c in group for j in c.judged if j.label == "aa"]
         if aa_all:
             fits.append(f"{name} {100 * process_spread(aa_all):.2f} % (over {len(aa_all)} A/A pairs)")
-        fives = [j.effect_pct for c in group for j in c.judged if _nominal(c, j.label) == 0.05]
+        fives = [j for c in group for j in c.judged if _nominal(c, j.label) == 0.05]
         if fives:
             how = "in situ" if all("sizing" in c.calibration for c in group) else "by the unit's own time"
-            sizes.append(f"{name} {statistics.median(fives):+.1f} % (sized {how})")
+            exact = expected_detection(fives, 5.0, paired.PROCESS_SD["cpu"])
+            sizes.append(
+                f"{name} {statistics.median(j.effect_pct for j in fives):+.1f} % (sized {how}; an exact +5 % would "
+                f"fail these pairs' first pair {100 * exact:.0f} % of the time)"
+            )
         singles = [r["wall_s"] for c in group for r in c.rows if r["label"] == "single"]
         pairs = [j.wall_s for c in group for j in c.judged if j.label == "aa"]
         if singles and pairs:
