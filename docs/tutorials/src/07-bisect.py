@@ -7,7 +7,7 @@
 # good one to confirm the regression, then commits in between, each beside the good commit, halving the range
 # each time, until one commit is left (docs/bisect.md).
 #
-# In this notebook (about two minutes on a 2-core CPU, offline) we make a **throwaway git repository** of a
+# In this notebook (about three minutes on a 2-core CPU, offline) we make a **throwaway git repository** of a
 # team's canary — its own `trainer_factory`, as `training_type: custom` runs it — with a short history. One
 # commit adds needless work to the team's trainer: a debugging forward pass left in `compute_loss`. Then we
 # bisect, read the report and plot each pair's effect.
@@ -63,9 +63,9 @@ trainer_factory: team_pipeline.trainer:build_trainer
 model_name: builtin:tiny-llama
 dataset_name: builtin:sft
 dataset_size: 256
-max_length: 128
+max_length: 96
 max_steps: 40
-batch_size: 16
+batch_size: 8
 learning_rate: 1.0e-3
 use_peft: false
 heldout:
