@@ -52,6 +52,8 @@ from canary_action.compare.stats import Effect  # noqa: E402
 
 CONFIG: Final = Path("canary.yaml")
 MANIFEST: Final = "manifest.jsonl"
+#: Fewer A/A pairs than this fit no process-level spread worth shipping: the table says so beside the figure.
+MIN_FIT_PAIRS: Final = 10
 #: The planted size (%) of the head whose measured effect scales a family's heads (--size-in-situ).
 SIZING_PCT: Final = 10.0
 DOCS_BEGIN: Final = "<!-- lockstep:begin -->"
@@ -640,8 +642,10 @@ def render_families(collections: Sequence[Collected]) -> str:
                     f"{cells[0]} | {cells[1]} |"
                 )
         aa_all = [j for c in group for j in c.judged if j.label == "aa"]
-        if aa_all:
+        if len(aa_all) >= MIN_FIT_PAIRS:
             fits.append(f"{name} {100 * process_spread(aa_all):.2f} % (over {len(aa_all)} A/A pairs)")
+        elif aa_all:
+            fits.append(f"{name} {100 * process_spread(aa_all):.2f} % (over {len(aa_all)} A/A pairs: too few to fit)")
         fives = [j for c in group for j in c.judged if _nominal(c, j.label) == 0.05]
         if fives:
             how = "in situ" if all("sizing" in c.calibration for c in group) else "by the unit's own time"
@@ -656,7 +660,8 @@ def render_families(collections: Sequence[Collected]) -> str:
             pair_s, single_s = statistics.median(pairs), statistics.median(singles)
             walls.append(f"{name}: an A/A pair {pair_s:.0f} s, one run {single_s:.0f} s ({pair_s / single_s:.2f}x)")
     lines += ["", "Process-level spread fitted from the A/A pairs, per family: " + "; ".join(fits) + "."]
-    lines += ["", "The +5 % heads as measured (median first-pair effect), per family: " + "; ".join(sizes) + "."]
+    if sizes:
+        lines += ["", "The +5 % heads as measured (median first-pair effect), per family: " + "; ".join(sizes) + "."]
     if walls:
         lines += ["", "Wall time (medians; a pair includes both sides, compare and report): " + "; ".join(walls) + "."]
     return "\n".join(lines)

@@ -105,8 +105,13 @@ def _resolution(ctx: Context, check: Check, effect: Effect) -> Check:
         return check
     target = f"a +{paired.RESOLVE_PCT:g} % slowdown"
     if math.isinf(factor):
-        advice = f"no canary length would fail {target} 4 times in 5 here: the process-level spread alone is too large"
+        advice = (
+            f"no canary length would fail {target} 4 times in 5 here: the process-level spread "
+            f"({effect.prior_spread_pct:.1f} %) alone is more noise than that allows at a "
+            f"{ctx.thresholds.paired_min_effect_pct:g} % minimum effect"
+        )
     else:
+        factor = math.ceil(factor * 10) / 10  # rounded up: never "1.0 times", when more steps are needed
         steps = ctx.current.config.get("max_steps")
         length = f" (max_steps: {math.ceil(factor * steps)})" if isinstance(steps, int) and steps > 0 else ""
         advice = f"to fail {target} 4 times in 5, this canary needs about {factor:.1f}× its steps{length}"
