@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
+
+import pytest
 
 from benchmarks import lockstep
 
@@ -88,3 +91,76 @@ def test_the_wait_for_a_cpu_is_what_spreads_pairs_beside_a_hog() -> None:
     assert all(j[3][running][1] != "fail" for j in judged if j[2] is None)
     text = lockstep.render_timings([("team-dpo", judged)])
     assert "| team-dpo | hog | 3 |" in text
+
+
+def test_a_family_trained_longer_changes_its_length_and_nothing_else(tmp_path: Path) -> None:
+    from benchmarks import canaries
+
+    for family in canaries.FAMILIES.values():
+        longer = family.with_steps(4 * family.steps)
+        assert longer.steps == 4 * family.steps
+        assert f"max_steps: {4 * family.steps}\n" in longer.config
+        assert (
+            longer.config.replace(f"max_steps: {4 * family.steps}\n", f"max_steps: {family.steps}\n") == family.config
+        )
+        assert longer.files == family.files
+    broken = canaries.FAMILIES["grpo"]
+    with pytest.raises(ValueError, match="no 'max_steps: 40' line"):
+        replace(broken, config="name: x\n").with_steps(80)
+
+
+def test_planted_heads_are_scaled_by_the_effect_one_pair_measured_in_situ(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """size_planted: a 10 % head (by the unit's own time) that measured +6.67 % scales every head by 1.5; the scale
+    is held to [0.5, 2] (one pair's noise), and a head that measured nothing gets the largest."""
+    from benchmarks import canaries
+    from canary_action.compare.stats import Effect
+
+    family = canaries.FAMILIES["grpo"]
+    measured: list[float] = []
+
+    def fake_pair(base: Path, head: Path, out: Path, ablation: object = (), options: object = ()) -> tuple[Path, float]:
+        assert "VOCAB_CHECKS = 75" in (head / "team_rewards" / "rewards.py").read_text(encoding="utf-8")
+        assert tuple(options) == ("--confirm-minutes", "0")  # the sizing pair is not confirmed
+        (out / "pair").mkdir(parents=True, exist_ok=True)
+        return out / "pair", 1.0
+
+    def fake_effects(pair: Path) -> dict[str, Effect]:
+        return {lockstep.GATE: Effect(measured[-1], 0, 0, 0.01, None, 1.0, 30, 1, paired_rounds=30)}
+
+    monkeypatch.setattr(lockstep, "run_pair", fake_pair)
+    monkeypatch.setattr(lockstep, "pair_effects", fake_effects)
+    base = family.make_tree(tmp_path / "trees", "base")
+    for effect, scale in ((6.67, 1.499), (10.45, 0.957), (2.0, 2.0), (-1.0, 2.0), (30.0, 0.5)):
+        measured.append(effect)
+        sizing = lockstep.size_planted(tmp_path, base, family, 75, ())
+        assert sizing["scale"] == scale, (effect, sizing)
+        assert (sizing["count"], sizing["nominal_pct"], sizing["pair"]) == (75, 10.0, "sizing/pair")
+
+
+def test_the_families_table_keys_collections_by_canary_and_length() -> None:
+    """Two lengths of one canary are two families: their own rows, fits (marked when too few to fit) and the +5 %
+    heads' measured size, with how they were sized."""
+    rows = [{"label": "aa", "started": "09:28:00"}, {"label": "slow5", "started": "09:31:00"}]
+
+    def judged(label: str, pair: str, effect: float, step: str, limit: float) -> lockstep.Judged:
+        return lockstep.Judged(
+            label=label, load="quiet", pair=pair, wall_s=100.0, effect_pct=effect, sd_log=0.015, within_log=0.011,
+            paired_verdict="regression" if step == "fail" else "pass", paired_step=step, old_verdict="none",
+            old_step="none", paired_limit_pct=limit,
+        )  # fmt: skip
+
+    def collection(name: str, steps: int, sized: bool, five: float) -> lockstep.Collected:
+        calibration = {"canary": "grpo", "steps": steps, **({"sizing": {"scale": 1.5}} if sized else {})}
+        pairs = [judged("aa", "a", -1.0, "pass", 4.5), judged("slow5", "b", five, "fail", 4.0)]
+        return lockstep.Collected(Path(name), calibration, rows, pairs, {"a": "", "b": "confirmation"},
+                                  {"a": "", "b": ""})  # fmt: skip
+
+    text = lockstep.render_families([collection("grpo-1", 40, False, 7.7), collection("grpo-320", 320, True, 5.9)])
+    assert "| grpo (40 steps) | grpo-1 09:28-09:31 | quiet | 1 | 0 | 0 | 0 | 1/1 | — |" in text
+    assert "| grpo (320 steps) | grpo-320 09:28-09:31 | quiet | 1 | 0 | 0 | 0 | 1/1 | — |" in text
+    assert "grpo (320 steps)" in text.split("Process-level spread")[1]
+    assert "(over 1 A/A pairs: too few to fit)" in text
+    assert "grpo (40 steps) +7.7 % (sized by the unit's own time" in text
+    assert "grpo (320 steps) +5.9 % (sized in situ" in text
