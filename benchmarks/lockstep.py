@@ -261,8 +261,10 @@ def collect(
     out.mkdir(parents=True, exist_ok=True)
     trees = out / "trees"
     family = canaries.FAMILIES.get(canary)
-    if family is not None and steps is not None:
-        family = family.with_steps(steps)
+    if steps is not None or size_in_situ:
+        if family is None:
+            raise SystemExit(f"--steps and --size-in-situ are for the families of benchmarks/canaries.py, not {canary}")
+        family = family.with_steps(steps) if steps is not None else family
     base = make_tree(trees, "base") if family is None else family.make_tree(trees, "base")
     calibration, _ = run_pair(base, base, out / "calibration", ablation)
     step_s = json.loads((calibration / "base" / "metrics.json").read_text())["summary"]["step_time_s"]["median"]
@@ -642,10 +644,9 @@ def render_families(collections: Sequence[Collected]) -> str:
                     f"{cells[0]} | {cells[1]} |"
                 )
         aa_all = [j for c in group for j in c.judged if j.label == "aa"]
-        if len(aa_all) >= MIN_FIT_PAIRS:
-            fits.append(f"{name} {100 * process_spread(aa_all):.2f} % (over {len(aa_all)} A/A pairs)")
-        elif aa_all:
-            fits.append(f"{name} {100 * process_spread(aa_all):.2f} % (over {len(aa_all)} A/A pairs: too few to fit)")
+        if aa_all:
+            few = "" if len(aa_all) >= MIN_FIT_PAIRS else ": too few to fit"
+            fits.append(f"{name} {100 * process_spread(aa_all):.2f} % (over {len(aa_all)} A/A pairs{few})")
         fives = [j for c in group for j in c.judged if _nominal(c, j.label) == 0.05]
         if fives:
             how = "in situ" if all("sizing" in c.calibration for c in group) else "by the unit's own time"
