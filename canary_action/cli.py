@@ -49,6 +49,7 @@ from canary_action.errors import (
 )
 from canary_action.exit_codes import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_INTERRUPTED, verdict_exit_code
 from canary_action.extras import TRAINING_STACK, missing_training_stack, require_training_stack
+from canary_action.scratch import own_temporary_folder
 
 if TYPE_CHECKING:
     pass
@@ -77,7 +78,8 @@ def main() -> None:
     interrupts.install()
     try:
         # Not standalone, so that errors reach the handlers below; click then *returns* a command's exit code.
-        code = cli.main(prog_name="canary", standalone_mode=False)
+        with own_temporary_folder():
+            code = cli.main(prog_name="canary", standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
     except CanaryError as error:

@@ -6,6 +6,13 @@ a directory, and a regular file can be far larger than anything the canary reads
 read: stat first, so that a device is never even opened; fstat after opening (non-blocking), so that a path
 swapped for a FIFO in between cannot hang; and the read stops at `limit` + 1 bytes whatever stat said
 (/proc files report size 0, and a file may grow).
+
+What a pull request's side can write (its run folder, anything under an output folder it trained into) is hostile
+to the root side that reads it: a link there may point at a host file, a FIFO may hang a reader, a hard link may
+make a host file look like the side's own. The coordinator reads such files with `read_inside`/`tail_inside`
+(nothing followed), writes into such folders with `write_new_inside` (nothing followed, nothing overwritten in
+place), and, once no process of the side is left, clears such a folder of everything that is not a plain folder or
+a file of one link (`remove_unsafe`) before anything reads it or uploads it.
 """
 
 from __future__ import annotations
@@ -73,6 +80,73 @@ def read_inside(folder: Path, parts: Sequence[str], *, limit: int) -> bytes:
     if len(data) > limit:
         raise FileRefusedError(f"is larger than {size_text(limit)}")
     return data
+
+
+def tail_inside(folder: Path, parts: Sequence[str], *, size: int) -> bytes:
+    """The last `size` bytes (at most) of the regular file folder/parts..., opened as `opened_inside` does: a log
+    another user's process wrote, read without following a link and without reading all of it."""
+    with opened_inside(folder, parts, limit=2**62) as fd:
+        length = os.fstat(fd).st_size
+        os.lseek(fd, max(0, length - size), os.SEEK_SET)
+        with open(fd, "rb", closefd=False) as file:
+            return file.read(size)
+
+
+def write_new_inside(folder: Path, name: str, data: bytes, *, mode: int = 0o644) -> None:
+    """Write `data` as folder/name, a new file: whatever was there (a link planted by another user's process, a
+    file of its own) is unlinked, not followed, and the file is created exclusively (O_EXCL | O_NOFOLLOW), so a
+    link planted in between makes this fail (FileExistsError) rather than write through it."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_DIRECTORY
+    directory = os.open(folder, flags)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_one_name(name), dir_fd=directory)  # removes a link itself, never its target
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=directory)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+    finally:
+        os.close(directory)
+
+
+def remove_unsafe(folder: Path) -> list[str]:
+    """Remove, under `folder` (itself never followed), every link, every file that is not a regular file (FIFO,
+    socket, device) and every regular file with more than one hard link; "path (kind)" for each removed, relative
+    to `folder`. For a folder no other process writes any more: the sweep itself follows nothing."""
+    removed: list[str] = []
+    if folder.is_symlink() or not folder.is_dir():
+        return removed
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_DIRECTORY
+    stack = [(os.open(folder, flags), "")]
+    while stack:
+        directory, prefix = stack.pop()
+        try:
+            with os.scandir(directory) as entries:
+                names = [entry.name for entry in entries]
+            for name in names:
+                info = os.stat(name, dir_fd=directory, follow_symlinks=False)
+                kind = _unsafe_kind(info)
+                if kind is None and stat.S_ISDIR(info.st_mode):
+                    stack.append((os.open(name, flags, dir_fd=directory), f"{prefix}{name}/"))
+                elif kind is not None:
+                    os.unlink(name, dir_fd=directory)
+                    removed.append(f"{prefix}{name} ({kind})")
+        finally:
+            os.close(directory)
+    return sorted(removed)
+
+
+def _unsafe_kind(info: os.stat_result) -> str | None:
+    if stat.S_ISLNK(info.st_mode):
+        return "a link"
+    if stat.S_ISDIR(info.st_mode):
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        return next((name for test, name in _KINDS if test(info.st_mode)), "a special file")
+    return f"a file of {info.st_nlink} hard links" if info.st_nlink > 1 else None
 
 
 def folders_inside(folder: Path, parts: Sequence[str]) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import canary_action
 from canary_action.metrics.schema import EnvFingerprint, GPUInfo
+from canary_action.safe_git import git_command
 
 # Distribution names, as pip knows them; each is also the EnvFingerprint field that records its version.
 PACKAGES: Final = (
@@ -99,10 +100,10 @@ def git_revision(cwd: Path) -> tuple[str | None, bool | None]:
 
 
 def _git(cwd: Path, *args: str) -> str | None:
-    # In the Docker action the workspace is owned by the runner's user while the container runs as root,
-    # and git refuses such a repository ("dubious ownership"). Trusting it is safe here: the canary runs
-    # this repository's own code anyway. fsmonitor is disabled: it is the one hook `git status` would run.
-    command = ["git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", *args]
+    # In the Docker action the workspace is owned by the runner's user while the container runs as root, and git
+    # refuses such a repository ("dubious ownership"): trusted, but nothing its config names runs (`git status`
+    # would run its filters and fsmonitor: safe_git.py).
+    command = git_command(cwd, *args)
     try:
         done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired):  # no git on PATH, cwd gone, or hung

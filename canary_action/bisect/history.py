@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from canary_action.errors import UsageError
+from canary_action.safe_git import git_command
 
 GIT_TIMEOUT_S = 120
 #: Every git call's settings: a checkout another user owns is still read (the action runs as root over the runner
 #: user's checkout: "dubious ownership" otherwise), and never the checkout's hooks or fsmonitor.
-GIT_SETTINGS = ("-c", "safe.directory=*", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def git(repo: Path, *args: str) -> str:
         "PATH": os.environ.get("PATH", os.defpath), "HOME": os.devnull, "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
     }  # fmt: skip
-    command = ["git", *GIT_SETTINGS, "-C", str(repo), *args]
+    command = git_command(repo, *args)
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False, env=env)
     except FileNotFoundError:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import TextIO
 
 from canary_action.errors import CanaryError, UsageError
+from canary_action.files import remove_unsafe
 from canary_action.github.client import GitHubClient
 from canary_action.github.commands import Log, write_outputs
 from canary_action.github.context import event_context
@@ -49,6 +50,7 @@ from canary_action.github.inputs import read_inputs, read_runner
 from canary_action.github.run_mode import Trainer, run_mode
 from canary_action.github.step import Step
 from canary_action.github.training import ChildTrainer, measured_commit
+from canary_action.scratch import own_temporary_folder
 
 
 def main(
@@ -58,7 +60,15 @@ def main(
     out: TextIO | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Run the action from the runner's environment; returns the exit code."""
+    """Run the action from the runner's environment; returns the exit code. Every temporary folder it makes is in a
+    folder of its own, removed when it ends (scratch.py)."""
+    with own_temporary_folder():
+        return _main(env, trainer=trainer, out=out, sleep=sleep)
+
+
+def _main(
+    env: Mapping[str, str], *, trainer: Trainer | None, out: TextIO | None, sleep: Callable[[float], None]
+) -> int:
     from canary_action.cli import exit_code
 
     log = Log(out or sys.stdout)
@@ -109,7 +119,7 @@ def main(
         signal.signal(signal.SIGTERM, previous)
         if step is not None:
             write_outputs(step.runner.output_path, step.outputs)
-            _hand_back(step.out_dir, step.runner.workspace)
+            _hand_back(step.out_dir, step.runner.workspace, step.log)
 
 
 def _say_ignored_inputs(step: Step, mode: str) -> None:
@@ -123,43 +133,72 @@ def _say_ignored_inputs(step: Step, mode: str) -> None:
 
 
 def _mode(step: Step) -> str:
-    """The mode to run in. auto: report on workflow_run; measure on pull_request_target, whose job holds a write
-    token while a workflow may have checked out the pull request's code; run otherwise. An explicit run on
-    pull_request_target is refused unless the checkout is the event's own commit (the base branch, trusted)."""
+    """The mode to run in. auto: report on workflow_run; measure where the job holds a token while a workflow may
+    have checked out a pull request's code (`_names_a_pull_request`: pull_request_target always; issue_comment and a
+    workflow_dispatch given pr-number unless the event's own commit is checked out); run otherwise. An explicit run
+    on those events is refused unless the checkout is the event's own commit (the default branch's, trusted)."""
     inputs, runner = step.inputs, step.runner
     event = runner.event_name
+    guarded = _names_a_pull_request(step)
     if inputs.mode == "auto":
         if event == "workflow_run":
             return "report"
-        if event == "pull_request_target":
+        if guarded and (event == "pull_request_target" or not _own_commit_checked_out(step)):
             step.log.annotate(
                 "notice",
-                "mode auto on pull_request_target is measure: this event's job holds a write token, and the pull "
-                "request's code must not run beside it; publish from a report job (docs/examples/pr-canary.yml)",
+                f"mode auto on {_event_said(step)} is measure: this event's job holds a token, and a pull request's "
+                "code must not run beside it; publish from a report job (docs/examples/pr-canary.yml)",
                 title="rlhf-canary: mode measure",
             )
             return "measure"
         return "run"
-    if inputs.mode == "run" and event == "pull_request_target":
+    if inputs.mode == "run" and guarded and not _own_commit_checked_out(step):
         checked_out = measured_commit(runner.workspace, merge_sha=None)
-        if checked_out is None or checked_out != runner.sha:
-            raise UsageError(
-                f"mode run on pull_request_target with {checked_out or 'no git checkout'} checked out, not the "
-                f"event's commit {runner.sha}: the pull request's code would train in the job that holds the write "
-                "token",
-                fix="use mode measure in a job without the token and publish from a report job "
-                "(docs/examples/pr-canary.yml), or check out the default (the base branch) in this job",
-            )
+        raise UsageError(
+            f"mode run on {_event_said(step)} with {checked_out or 'no git checkout'} checked out, not the event's "
+            f"commit {runner.sha}: a pull request's code would train in the job that holds the token",
+            fix="use mode measure in a job without the token and publish from a report job "
+            "(docs/examples/pr-canary.yml), or check out the default (the base branch) in this job",
+        )
     return inputs.mode
+
+
+def _names_a_pull_request(step: Step) -> bool:
+    """An event whose job holds a token (write, for the base repository) while the workflow may check out a pull
+    request's code: pull_request_target, a comment (issue_comment), a workflow_dispatch given pr-number."""
+    event = step.runner.event_name
+    return event in ("pull_request_target", "issue_comment") or (
+        event == "workflow_dispatch" and step.inputs.pr_number is not None
+    )
+
+
+def _event_said(step: Step) -> str:
+    event = step.runner.event_name
+    return f"{event} with pr-number" if event == "workflow_dispatch" else event
+
+
+def _own_commit_checked_out(step: Step) -> bool:
+    """The workspace holds the event's own commit (GITHUB_SHA: the default branch's, for these events)."""
+    return measured_commit(step.runner.workspace, merge_sha=None) == step.runner.sha
 
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def _hand_back(out_dir: Path, workspace: Path) -> None:
-    """A Docker action runs as root: give the output-dir to the workspace's owner, or the runner's user cannot
-    clean it at the next checkout ("Permission denied" on a runner that stays registered)."""
+def _hand_back(out_dir: Path, workspace: Path, log: Log) -> None:
+    """Before anything uploads the output-dir: clear it of links and special files (actions/upload-artifact follows
+    a link on the host, as the runner's user: a link the training left would put host files in the artifact), and
+    say what was removed. A Docker action runs as root: then give it to the workspace's owner, or the runner's user
+    cannot clean it at the next checkout ("Permission denied" on a runner that stays registered)."""
+    removed = remove_unsafe(out_dir)
+    if removed:
+        shown = ", ".join(removed[:10]) + (f" and {len(removed) - 10} more" if len(removed) > 10 else "")
+        log.annotate(
+            "warning",
+            f"removed from {out_dir} before upload, as nothing the canary writes is one: {shown}",
+            title="rlhf-canary: links in the output folder",
+        )
     if os.geteuid() != 0 or not out_dir.is_dir() or not workspace.is_dir():
         return
     owner = workspace.stat()

@@ -16,7 +16,6 @@ measured until then is still written and summarised).
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -57,17 +56,14 @@ def bisect_mode(step: Step) -> int:
         threshold_file=runner.workspace / inputs.thresholds if inputs.thresholds else None,
     )
     # Commit subjects and the pairs' output are text of the commits: no line of theirs may be a workflow command.
-    resume = secrets.token_hex(16)
-    log.line(f"::stop-commands::{resume}")
     result: BisectResult | None = None
     stopped: CanaryError | None = None
-    try:
-        check_history(runner.workspace, good, bad)
-        result = run_bisect(runner.workspace, good, bad, out, plan, say=log.line)
-    except CanaryError as error:
-        stopped = error
-    finally:
-        log.line(f"::{resume}::")
+    with log.commands_off():
+        try:
+            check_history(runner.workspace, good, bad)
+            result = run_bisect(runner.workspace, good, bad, out, plan, say=log.line)
+        except CanaryError as error:
+            stopped = error
     if stopped is not None:
         if (out / "bisect.json").is_file():  # a pair of the good commit stopped: what was measured is reported
             _report(step, out, BisectResult.model_validate_json((out / "bisect.json").read_bytes()))

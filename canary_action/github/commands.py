@@ -9,9 +9,10 @@ form with a random delimiter, which no value can end early.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TextIO
@@ -44,6 +45,19 @@ class Log:
         self.line(f"::stop-commands::{token}")
         self.line(text)
         self.line(f"::{token}::")
+
+    @contextlib.contextmanager
+    def commands_off(self) -> Iterator[None]:
+        """Workflow commands switched off for the block: a pull request's training output (its own stdout and
+        stderr, both of which the runner reads) cannot mask text, add annotations or switch commands off itself.
+        The resume token is random and never leaves this process."""
+        token = secrets.token_hex(16)
+        self.line(f"::stop-commands::{token}")
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            self.line(f"::{token}::")
 
     def annotate(self, level: Level, message: str, *, title: str | None = None, file: str | None = None) -> None:
         props = [f"{k}={escape_property(v)}" for k, v in (("title", title), ("file", file)) if v]

@@ -175,14 +175,16 @@ def _measure(
             thresholds = step.runner.workspace / step.inputs.thresholds if step.inputs.thresholds else None
             lockstep = LockstepTrainer(step.runner.workspace, step.inputs.setup, step.inputs.tier, thresholds)
             try:
-                measured, said = lockstep(step.inputs.config, base_sha, step.out_dir)
+                with step.log.commands_off():  # the pull request's output: no workflow command of its own
+                    measured, said = lockstep(step.inputs.config, base_sha, step.out_dir)
                 notes += said
             except NoPairBaseError as e:
                 if step.inputs.baseline != "auto":
                     raise
                 notes.append(_not_paired(step, f"{e.message} ({e.fix})"))
         if measured is None:
-            measured = trainer(loaded, step.out_dir)
+            with step.log.commands_off():
+                measured = trainer(loaded, step.out_dir)
         crash = None
     except CanaryError as e:  # a crash, or what preflight refused (no GPU for a cuda config)
         written = e.metrics_path if isinstance(e, TrainingError) else None

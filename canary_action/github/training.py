@@ -12,6 +12,7 @@ command first installs what that code needs, into an environment layered over th
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -31,12 +32,11 @@ from canary_action.errors import (
     UsageError,
     from_record,
 )
-from canary_action.files import FileRefusedError, read_regular_file
+from canary_action.files import FileRefusedError, read_regular_file, remove_unsafe
 from canary_action.metrics.stream import rebuild_killed
-from canary_action.train.launch.environment import child_environment, prepare_setup, unprivileged
+from canary_action.safe_git import git_command
+from canary_action.train.launch.environment import child_environment, prepare_setup, private_temporary, unprivileged
 
-#: A pull request's checkout: its hooks (post-checkout at `worktree add`) and fsmonitor must not run here.
-_GIT = ("git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
 _STOP_GRACE_S = 30
 _ERROR_FILE_LIMIT = 2**20
 
@@ -53,7 +53,10 @@ class ChildTrainer:
         output_dir.mkdir(parents=True, exist_ok=True)
         before = set(output_dir.iterdir())
         try:
-            run_child(self.tree, self.setup, ["run", str(config), "-o", str(output_dir)])
+            try:
+                run_child(self.tree, self.setup, ["run", str(config), "-o", str(output_dir)])
+            finally:  # before anything of the run is read: what its code left there that is not a plain file
+                _clear(output_dir)
         except CanaryError as error:
             # Where the run's metrics.json is, the parent finds for itself: the child's word names no path here.
             made = _new_runs(output_dir, before)
@@ -70,6 +73,13 @@ class ChildTrainer:
         return made[0] / "metrics.json"
 
 
+def _clear(output_dir: Path) -> None:
+    removed = remove_unsafe(output_dir)
+    if removed:
+        shown = ", ".join(removed[:10]) + (f" and {len(removed) - 10} more" if len(removed) > 10 else "")
+        print(f"rlhf-canary: removed from {output_dir}, as nothing the canary writes is one: {shown}", file=sys.stderr)
+
+
 def _new_runs(output_dir: Path, before: set[Path]) -> list[Path]:
     """The run folders the child made: real folders only (a link it planted would lead this process's writes
     elsewhere), each with a metrics.json."""
@@ -84,7 +94,14 @@ def run_child(tree: Path, setup: str | None, args: Sequence[str]) -> None:
     measured, then this re-raises.
     """
     scratch = Path(tempfile.mkdtemp(prefix="rlhf-canary-child-"))
-    env = child_environment(tree)
+    try:
+        _run_child(tree, setup, args, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_child(tree: Path, setup: str | None, args: Sequence[str], scratch: Path) -> None:
+    env = {**child_environment(tree), **private_temporary(scratch)}
     python = Path(sys.executable)
     if setup:
         python, env = prepare_setup(setup, tree, scratch / "env", env)
@@ -167,7 +184,7 @@ def measured_commit(workspace: Path, *, merge_sha: str | None) -> str | None:
 
 
 def _git_out(workspace: Path, *args: str) -> str:
-    done = subprocess.run([*_GIT, "-C", str(workspace), *args], capture_output=True, text=True, check=False)
+    done = subprocess.run(git_command(workspace, *args), capture_output=True, text=True, check=False)
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
@@ -180,7 +197,7 @@ def checkout_base(workspace: Path, sha: str, dest: Path) -> Path:
             fix="check out with actions/checkout before the canary step",
         )
     if _git_out(workspace, "cat-file", "-t", sha) != "commit":
-        fetched = subprocess.run([*_GIT, "-C", str(workspace), "fetch", "--no-tags", "--depth=1", "origin", sha],
+        fetched = subprocess.run(git_command(workspace, "fetch", "--no-tags", "--depth=1", "origin", sha),
                                  capture_output=True, text=True, check=False)  # fmt: skip
         if fetched.returncode != 0:
             raise UsageError(
@@ -188,7 +205,7 @@ def checkout_base(workspace: Path, sha: str, dest: Path) -> Path:
                 f"{fetched.stderr.strip()[-300:]}",
                 fix="check out with `fetch-depth: 0` (actions/checkout), or let the job reach the origin remote",
             )
-    added = subprocess.run([*_GIT, "-C", str(workspace), "worktree", "add", "--detach", str(dest), sha],
+    added = subprocess.run(git_command(workspace, "worktree", "add", "--detach", str(dest), sha),
                            capture_output=True, text=True, check=False)  # fmt: skip
     if added.returncode != 0:
         raise UsageError(

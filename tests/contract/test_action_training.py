@@ -22,20 +22,22 @@ pytestmark = pytest.mark.training
 
 
 def run_entrypoint(
-    runner: Runner, event: str, payload: str, ref: str, extra: dict[str, str] | None = None
+    runner: Runner, event: str, payload: str, ref: str, extra: dict[str, str] | None = None, *, merged: bool = False
 ) -> tuple[int, str, dict[str, str]]:
-    """The entrypoint as the runner starts it; `extra`: more variables (the runner's own tokens, say)."""
+    """The entrypoint as the runner starts it; `extra`: more variables (the runner's own tokens, say). `merged`: its
+    stdout and stderr in one stream, in the order written (as the runner reads both)."""
     env = {**runner.env(event, ROOT / "tests" / "fixtures" / "webhooks" / payload, {}, ref), **(extra or {})}
     done = subprocess.run(
         [sys.executable, str(ROOT / "entrypoint" / "main.py")],
         env={"PATH": "/usr/bin:/bin", "HOME": str(runner.tmp), "HF_HUB_OFFLINE": "1", **env},
         cwd=runner.workspace,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merged else subprocess.PIPE,
         text=True,
         timeout=600,
         check=False,  # the exit code is what the test is about
     )
-    return done.returncode, done.stdout + done.stderr, parse_outputs(Path(env["GITHUB_OUTPUT"]).read_text())
+    return done.returncode, done.stdout + (done.stderr or ""), parse_outputs(Path(env["GITHUB_OUTPUT"]).read_text())
 
 
 def test_push_baseline_then_pull_request_with_real_training(fake_github: FakeGitHub, tmp_path: Path) -> None:
@@ -179,14 +181,22 @@ from canary_action.train.builtin.example_factory import build_trainer as plain
 def build_trainer(context):
     leaked = sorted(k for k in os.environ if k.startswith(("INPUT_", "ACTIONS_")) or "TOKEN" in k)
     Path("factory-ran.txt").write_text(f"{Path.cwd()}\\n{leaked}\\n")
-    return plain(context)
+    trainer = plain(context)
+    # What a hostile pull request would add: workflow commands of its own, and links in its run folder for the
+    # upload step to follow on the host.
+    print("::add-mask::planted\\n::error::forged by the training", flush=True)
+    run = Path(trainer.args.output_dir).parent
+    (run / "host-etc").symlink_to("/etc")
+    (run / "metrics-copy.json").symlink_to(run / "metrics.json")
+    return trainer
 """
 
 
 def test_a_trainer_factory_in_the_checked_out_repository_runs_through_the_entrypoint(
     fake_github: FakeGitHub, tmp_path: Path
 ) -> None:
-    """The team's own factory, in their repository only, imports in the canary process — which holds no token."""
+    """The team's own factory, in their repository only, imports in the canary process — which holds no token; its
+    workflow commands stay text, and the links it leaves in the output folder are removed before the upload."""
     runner = Runner(fake_github, tmp_path)
     custom = yaml.safe_load((ROOT / "configs" / "tiny" / "custom.yaml").read_text())
     (runner.workspace / "canary.yaml").write_text(
@@ -198,9 +208,19 @@ def test_a_trainer_factory_in_the_checked_out_repository_runs_through_the_entryp
     (runner.workspace / "team_pipeline" / "__init__.py").write_text("")
     (runner.workspace / "team_pipeline" / "factory.py").write_text(FACTORY)
 
-    code, log, outputs = run_entrypoint(runner, "push", "push.json", "refs/heads/master")
+    code, log, outputs = run_entrypoint(runner, "push", "push.json", "refs/heads/master", merged=True)
 
     assert code == 0, log[-4000:]
+    # Its output was printed with workflow commands off: its forged lines are text.
+    lines = log.splitlines()
+    forged = lines.index("::error::forged by the training")
+    [(stop, token)] = [(i, line.split("::")[2]) for i, line in enumerate(lines[:forged]) if "::stop-commands::" in line]
+    assert lines.index(f"::{token}::") > forged > stop
+    # Its links were removed before the upload, and the log says so.
+    out_dir = (runner.workspace / outputs["metrics-path"]).parents[1]
+    assert [p for p in out_dir.rglob("*") if p.is_symlink()] == []
+    assert "host-etc (a link)" in log
+    assert "metrics-copy.json (a link)" in log
     ran = (runner.workspace / "factory-ran.txt").read_text().splitlines()
     assert ran == [str(runner.workspace), "[]"], "ran in the repository, and saw no token or action input"
     metrics = json.loads((runner.workspace / outputs["metrics-path"]).read_text())

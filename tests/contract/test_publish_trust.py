@@ -17,6 +17,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from canary_action.github.client import GitHubClient
 from tests.contract.fake_github import FakeGitHub, make_zip
 from tests.contract.test_action_e2e import (
@@ -635,4 +637,28 @@ def test_mode_run_on_pull_request_target_refuses_a_checkout_that_is_not_the_even
     done = runner.run("pull_request_target", _pull_request_target(runner), mode="run")
     assert done.code == 2, done.log
     assert "mode run on pull_request_target with no git checkout checked out" in done.log
+    assert [r for r in fake_github.requests if r.method != "GET"] == []
+
+
+@pytest.mark.parametrize(
+    ("event", "payload", "inputs"),
+    [
+        ("issue_comment", "workflow_dispatch.json", {}),
+        ("workflow_dispatch", "workflow_dispatch.json", {"pr_number": "2"}),
+    ],
+)
+def test_other_events_that_hold_a_token_and_name_a_pull_request_are_guarded_as_pull_request_target(
+    runner: Runner, fake_github: FakeGitHub, event: str, payload: str, inputs: dict[str, str]
+) -> None:
+    """`auto` guarded pull_request_target only: on issue_comment, and on a workflow_dispatch given pr-number, it
+    still resolved to run where the job may hold a pull request's code beside a token. Both now measure, and an
+    explicit run is refused unless the event's own commit is checked out."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    done = runner.run(event, payload, ref="refs/heads/master", **inputs)
+    assert done.code == 0, done.log
+    assert f"mode auto on {event}" in done.log
+    assert [r for r in fake_github.requests if r.method != "GET"] == []
+    refused = runner.run(event, payload, ref="refs/heads/master", mode="run", **inputs)
+    assert refused.code == 2, refused.log
+    assert f"mode run on {event}" in refused.log
     assert [r for r in fake_github.requests if r.method != "GET"] == []

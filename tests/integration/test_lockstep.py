@@ -418,28 +418,18 @@ def build_trainer(context):
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the head side gets a user of its own only when the pair runs as root")
-def test_a_head_side_that_stops_the_base_side_is_refused_as_root_and_named_otherwise(tmp_path: Path) -> None:
-    """Run as root (the action's container), the head side is a user of its own: its SIGSTOP is refused and its +100 %
-    is a regression. As one user (not root, or CANARY_PAIR_HEAD_UID=off) the stops land, and the base side's CPU time
-    per wall second shows them: the pair is not judged, never passed."""
+def test_a_head_side_that_stops_the_base_side_as_the_same_user_is_named_never_passed(tmp_path: Path) -> None:
+    """As one user (not root, or CANARY_PAIR_HEAD_UID=off) the head side's stops land, and the base side's CPU time
+    per wall second shows them: the pair is not judged, never passed. (As root, the head side is a user of its own
+    and its stops are refused: test_hostile_head.py.)"""
     custom = (REPO / "configs" / "tiny" / "custom.yaml").read_text(encoding="utf-8")
     base = tree(tmp_path, "base", custom)
     head = tree(tmp_path, "head", custom.replace("canary_action.train.builtin.example_factory", "stopper"),
                 **{"stopper.py": STOPPER})  # fmt: skip
-
-    isolated = canary_pair(base, head, tmp_path / "isolated")
-    assert isolated.returncode == 1, isolated.stderr[-3000:]
-    [attack] = (pair_dir(tmp_path / "isolated") / "head").rglob("attack.txt")  # the first pair's (a second confirms)
-    assert attack.read_text(encoding="utf-8") == "refused"
-    result = json.loads(isolated.stdout)
-    assert result["verdict"] == "regression"
-    assert next(c for c in result["checks"] if c["name"] == "step_time")["status"] == "fail"
-    assert json.loads((pair_dir(tmp_path / "isolated") / "pair.json").read_text(encoding="utf-8"))["head_uid"]
-
     shared = canary_pair(base, head, tmp_path / "shared", env={**os.environ, "CANARY_PAIR_HEAD_UID": "off"})
     assert shared.returncode in (0, 1), shared.stderr[-3000:]
-    assert "both sides run as this user" in shared.stderr
+    if os.geteuid() == 0:
+        assert "both sides run as this user" in shared.stderr
     [attack] = pair_dir(tmp_path / "shared").rglob("attack.txt")
     assert attack.read_text(encoding="utf-8").startswith("stopped ")
     result = json.loads(shared.stdout)

@@ -134,7 +134,9 @@ def test_a_side_that_breaks_the_turn_protocol_ends_the_pair_instead_of_the_coord
 
     from canary_action.train.launch.pair import _await
 
-    for line in ("wait x\n", "wait 99999999999999999999\n", "go 3\n", "wait 2 cuda extra\n"):
+    lines = ("wait x\n", "wait 99999999999999999999\n", "go 3\n", "wait 2 cuda extra\n", "wait \u0663\n",
+             "wait 0 ::error::forged\n", "wait 0 " + "cuda" * 30 + "\n")  # fmt: skip
+    for line in lines:
         side = _Side(name="head", tree=tmp_path, config_path=tmp_path / "c.yaml", loaded=None, run_dir=tmp_path)  # type: ignore[arg-type]
         read, write = os.pipe()
         os.write(write, line.encode())
@@ -144,3 +146,35 @@ def test_a_side_that_breaks_the_turn_protocol_ends_the_pair_instead_of_the_coord
             _await(side, time.monotonic() + 5)
         assert side.ended, line
         assert not side.ready
+
+
+def test_an_endless_line_on_the_pipe_is_read_no_further_than_a_turn_message(tmp_path: Path) -> None:
+    """A head side writing a line without end grew the coordinator's memory with it: the line is now read to the
+    length of a turn message and the side ended, while the writer still has most of its line to write."""
+    import io
+    import threading
+    import time
+
+    from canary_action.train.launch.pair import _await
+
+    side = _Side(name="head", tree=tmp_path, config_path=tmp_path / "c.yaml", loaded=None, run_dir=tmp_path)  # type: ignore[arg-type]
+    read, write = os.pipe()
+    finished = threading.Event()
+
+    def endless() -> None:
+        try:
+            os.write(write, b"wait " + b"9" * (20 << 20))  # 20 MiB, far beyond the pipe's buffer, no newline
+        except OSError:
+            pass
+        finally:
+            finished.set()
+
+    writer = threading.Thread(target=endless, daemon=True)
+    writer.start()
+    with io.open(read, "r") as incoming:  # noqa: UP020 - a descriptor, as the coordinator's pipe is
+        side.turns_in = incoming
+        _await(side, time.monotonic() + 5)
+        assert side.ended
+        assert not finished.is_set()  # the rest of the line is still unwritten: it was never read
+    os.close(write)
+    writer.join(timeout=10)

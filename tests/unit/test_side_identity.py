@@ -18,7 +18,15 @@ import pytest
 from canary_action.errors import UsageError
 from canary_action.train.launch.environment import Identity, head_identity
 from canary_action.train.launch.private_tree import private_tree, remove_private_tree
-from canary_action.train.launch.uids import DEFAULT_HEAD_UID, HEAD_UID_ENV, HEAD_UIDS, free_uid, lock_path
+from canary_action.train.launch.uids import (
+    DEFAULT_HEAD_UID,
+    HEAD_UID_ENV,
+    HEAD_UIDS,
+    LOCK_DIR_ENV,
+    free_uid,
+    lock_folder,
+    lock_path,
+)
 
 as_root = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.geteuid() != 0, reason="a user of its own needs root on Linux"
@@ -157,17 +165,16 @@ def test_the_head_user_is_one_no_process_runs_as() -> None:
 
 
 @pytest.fixture
-def lock_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def own_lock_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The uid locks of this test in a folder of its own (this process's and its children's temporary folder), not
     in the machine's, where real pairs hold theirs."""
     folder = tmp_path / "locks"
-    folder.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    monkeypatch.setenv("TMPDIR", str(folder))
+    folder.mkdir(mode=0o700)
+    monkeypatch.setenv(LOCK_DIR_ENV, str(folder))
     return folder
 
 
-def test_a_uid_another_pair_has_claimed_is_taken_though_no_process_runs_as_it_yet(lock_folder: Path) -> None:
+def test_a_uid_another_pair_has_claimed_is_taken_though_no_process_runs_as_it_yet(own_lock_folder: Path) -> None:
     """Two pairs started at the same moment (the test suite runs two at a time) both read /proc before either
     head side ran: the uid is claimed by a lock the first pair holds until it ends, and the second takes another."""
     first = DEFAULT_HEAD_UID + HEAD_UIDS - 1  # one uid alone: the second claim has nowhere else to go
@@ -184,18 +191,67 @@ def test_a_uid_another_pair_has_claimed_is_taken_though_no_process_runs_as_it_ye
     finally:
         claimant.kill()
         claimant.communicate()
-    assert lock_path(first).parent == lock_folder
+    assert lock_path(first).parent == own_lock_folder
     assert free_uid(first, 1) == first  # the lock ends with its process
     with pytest.raises(UsageError):  # and this process now holds it: not handed out twice
         free_uid(first, 1)
 
 
-def test_a_link_planted_where_a_uids_lock_goes_is_not_followed(tmp_path: Path, lock_folder: Path) -> None:
-    """The lock files sit in the shared temporary folder: a link planted there makes that uid taken, and the file
-    it points to is neither created nor opened."""
+def test_a_link_planted_where_a_uids_lock_goes_is_not_followed(tmp_path: Path, own_lock_folder: Path) -> None:
+    """Were a link planted where a lock goes, that uid is taken, and the file it points to is neither created nor
+    opened."""
     first = DEFAULT_HEAD_UID + HEAD_UIDS - 2
     target = tmp_path / "not-to-be-created"
-    (lock_folder / lock_path(first).name).symlink_to(target)
+    (own_lock_folder / lock_path(first).name).symlink_to(target)
     with pytest.raises(UsageError, match="held by another pair"):
         free_uid(first, 1)
     assert not target.exists()
+
+
+def test_the_uid_locks_are_in_a_folder_only_the_coordinators_user_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """They sat in the shared temporary folder, where a head side could pre-create all 4,096 (and where
+    fs.protected_regular is on, root could then open none). Now: a 0700 folder of this user's, and one that another
+    user could write, or a link, is refused by name."""
+    monkeypatch.delenv(LOCK_DIR_ENV, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = lock_folder()
+    assert folder.parent != Path(tempfile.gettempdir()) or folder.name.startswith("rlhf-canary-head-uids-")
+    info = folder.lstat()
+    assert (info.st_uid, info.st_mode & 0o777) == (os.geteuid(), 0o700)
+    assert lock_path(5).parent == folder
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    link = tmp_path / "link"
+    link.symlink_to(shared)
+    for bad in (shared, link):
+        monkeypatch.setenv(LOCK_DIR_ENV, str(bad))
+        with pytest.raises(UsageError, match="cannot go in"):
+            lock_folder()
+
+
+@as_root
+def test_each_side_has_its_own_temporary_folder_and_compile_caches_the_other_cannot_write(tmp_path: Path) -> None:
+    """torch inductor and Triton keep their caches under the shared temporary folder and load a module already there:
+    a head side's planted module was imported by root. Each side now has its own, in its own 0700 scratch."""
+    from canary_action.train.launch.environment import private_temporary
+
+    base_scratch, head_scratch = tmp_path / "base", tmp_path / "head"
+    base_scratch.mkdir(mode=0o700)
+    head_scratch.mkdir(mode=0o700)
+    HEAD.give(head_scratch)
+    base_env, head_env = private_temporary(base_scratch), private_temporary(head_scratch, HEAD)
+    assert set(base_env) == {"TMPDIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
+    for name, place in base_env.items():
+        assert Path(place).parent == base_scratch
+        assert Path(head_env[name]).parent == head_scratch
+        assert (Path(place).stat().st_mode & 0o777, Path(place).stat().st_uid) == (0o700, 0)
+        assert Path(head_env[name]).stat().st_uid == HEAD.uid
+    plant = "import sys\nfrom pathlib import Path\nfor folder in sys.argv[1:]:\n" \
+            "    try:\n        (Path(folder) / 'planted.py').write_text('x')\n        print('written')\n" \
+            "    except PermissionError:\n        print('refused')\n"  # fmt: skip
+    done = as_head(plant, *base_env.values(), *head_env.values())
+    assert done.stdout.split() == ["refused"] * 3 + ["written"] * 3, done.stderr

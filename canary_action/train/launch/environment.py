@@ -34,6 +34,7 @@ import signal
 import site
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,7 @@ _PR_CAP_AMBIENT_RAISE: Final = 2
 #: CAP_DAC_READ_SEARCH: read any file and search any folder, write none it does not own.
 _CAP_DAC_READ_SEARCH: Final = 2
 _SETUP_TAIL_LINES: Final = 20
+_KILL_ROUNDS: Final = 40
 
 
 def scrubbed(env: Mapping[str, str]) -> dict[str, str]:
@@ -163,18 +165,52 @@ class Identity:
 
     def end_leftovers(self) -> None:
         """Kill every process of this user (what a side's code left running: a daemon forked off), as the user
-        itself: kill(-1) reaches its own processes only. Nothing for the coordinator's user."""
+        itself: kill(-1) reaches its own processes only; again while one is found alive (a process forking while
+        the signal goes round). Nothing for the coordinator's user."""
         if self.uid is None:
             return
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - the child
-            try:
-                os.setresgid(self.uid, self.uid, self.uid)
-                os.setresuid(self.uid, self.uid, self.uid)
-                os.kill(-1, signal.SIGKILL)
-            finally:
-                os._exit(0)
-        os.waitpid(pid, 0)
+        for _ in range(_KILL_ROUNDS):
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child
+                try:
+                    os.setresgid(self.uid, self.uid, self.uid)
+                    os.setresuid(self.uid, self.uid, self.uid)
+                    os.kill(-1, signal.SIGKILL)
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            if not live_processes(self.uid):
+                return
+            time.sleep(0.05)
+
+
+def live_processes(uid: int) -> list[int]:
+    """The processes running as `uid` (real, effective or saved), zombies left out (they run nothing)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in lines if ":" in line)
+        uids = fields.get("Uid", "").split()
+        if str(uid) in uids[:3] and not fields.get("State", "").strip().startswith("Z"):
+            found.append(int(status.parent.name))
+    return found
+
+
+def private_temporary(scratch: Path, identity: Identity | None = None) -> dict[str, str]:
+    """A child's own temporary folder and compile caches, inside its 0700 scratch: torch inductor and Triton keep
+    their caches under the shared temporary folder by default and load a cached module that already exists, so a
+    head side could plant code there that the base side (or a later pair's) would load as root. Made 0700 in
+    `scratch`, given to `identity`; the variables that point a child at them."""
+    identity = identity or Identity()
+    places = {"TMPDIR": scratch / "tmp", "TORCHINDUCTOR_CACHE_DIR": scratch / "inductor",
+              "TRITON_CACHE_DIR": scratch / "triton"}  # fmt: skip
+    for place in places.values():
+        place.mkdir(mode=0o700)
+        identity.give(place)
+    return {name: str(place) for name, place in places.items()}
 
 
 def head_identity(env: Mapping[str, str] | None = None) -> Identity:

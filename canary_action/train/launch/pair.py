@@ -39,6 +39,7 @@ from typing import IO, Final
 from canary_action.config.load import LoadedConfig, load_config
 from canary_action.errors import CanaryError, ConfigError, RunInterrupted, TrainingError, UsageError
 from canary_action.evaluate.client import Evaluator
+from canary_action.files import FileRefusedError, remove_unsafe, tail_inside, write_new_inside
 from canary_action.metrics import schema as m
 from canary_action.metrics.heldout import HeldoutEval
 from canary_action.metrics.pair import PairRecord, ProcessSummary, Round, Side, SideEnd
@@ -49,6 +50,7 @@ from canary_action.train.launch.environment import (
     child_environment,
     head_identity,
     prepare_setup,
+    private_temporary,
 )
 from canary_action.train.launch.outcome import new_run_dir
 from canary_action.train.launch.pair_side import ERROR_LOG, SideSpec
@@ -70,6 +72,10 @@ DEFAULT_CHUNK_STEPS: Final = 2
 #: Beyond timeout_minutes of training per side: process start, imports and model loading (a first download).
 START_MARGIN_S: Final = 30 * 60
 _STOP_GRACE_S: Final = 60
+_LOG_TAIL_BYTES: Final = 16 * 1024
+#: A turn message ("wait 12 cpu") is short: a longer line is not the canary's side talking.
+_TURN_LINE_MAX: Final = 80
+_DEVICES: Final = ("cpu", "cuda", "mps", "xpu")
 _NOW_GRACE_S: Final = 5  # a chunk of a tiny canary takes under a second; a hung one never ends
 
 
@@ -112,6 +118,9 @@ class _Side:
     (private_tree.py; removed when the pair ends)."""
     python: Path = Path(sys.executable)
     """Its interpreter: this one, or its setup environment's."""
+    removed: list[str] = field(default_factory=list)
+    """What it left in its run folder that the canary neither reads nor uploads (links, FIFOs, hard links), removed
+    once none of its processes was left (files.remove_unsafe)."""
 
 
 def run_pair(
@@ -184,7 +193,16 @@ def run_pair(
         )  # fmt: skip
     base_error = _side_error(base, pair_dir)
     notes = [f"{base_error.message}: the base side's steps up to then are the baseline"] if base_error else []
+    notes += [_removed_note(side) for side in sides if side.removed]
     return PairOutcome(pair_dir, record, *paths, error=error, notes=notes)
+
+
+def _removed_note(side: _Side) -> str:
+    shown = ", ".join(side.removed[:8]) + (f" and {len(side.removed) - 8} more" if len(side.removed) > 8 else "")
+    return (
+        f"the {side.name} side left what the canary never reads or uploads in its run folder, removed before anything "
+        f"was read: {shown} (docs/lockstep.md, 'Integrity')"
+    )
 
 
 def _deadline(sides: Sequence[_Side], max_wall_s: float | None) -> float:
@@ -311,10 +329,11 @@ def pair_cpus(loaded: LoadedConfig) -> set[int]:
 def _start(
     side: _Side, pair_id: str, started: datetime, chunk_steps: int, *, trees: list[Path], setup: str | None
 ) -> None:
-    side.scratch = scratch = Path(tempfile.mkdtemp(prefix=f"rlhf-canary-{side.name}-"))
+    side.scratch = scratch = Path(tempfile.mkdtemp(prefix=f"rlhf-canary-{side.name}-"))  # 0700: this side's alone
     side.identity.give(scratch)
     workdir = side.view or side.tree
     env = side.identity.environment(side_environment(workdir, [*trees, workdir]), home=scratch / "home")
+    env.update(private_temporary(scratch, side.identity))
     python = Path(sys.executable)
     if setup:  # each side installs what its own tree asks for, in an environment of its own
         python, env = prepare_setup(setup, workdir, scratch / "env", env, side.identity)
@@ -342,7 +361,9 @@ def _start(
         ),
     )
     spec_path = side.run_dir / "side.json"
-    spec_path.write_text(spec.model_dump_json(indent=2), encoding="utf-8")
+    # The head side's setup command has run, as the head side's user, in a folder it owns: what it left at side.json
+    # (a link to a host file) is replaced, never written through.
+    write_new_inside(side.run_dir, spec_path.name, spec.model_dump_json(indent=2).encode())
     to_side_r, to_side_w = os.pipe()
     from_side_r, from_side_w = os.pipe()
     command = [str(python), "-m", "canary_action.train.launch.pair_side", "--spec", str(spec_path.resolve()),
@@ -427,12 +448,16 @@ def _await(side: _Side, deadline: float) -> None:
     ready, _, _ = select.select([side.turns_in], [], [], max(remaining, 0))
     if not ready:
         raise TimeoutError(f"the {side.name} side did not finish its turn before the pair's deadline (a hang?)")
-    line = side.turns_in.readline()
+    line = side.turns_in.readline(_TURN_LINE_MAX + 1)  # bounded: an endless line must not grow this process
     if not line:
         side.ended = True
         return
     words = line.split()
-    if len(words) in (2, 3) and words[0] == "wait" and words[1].isdecimal() and len(words[1]) < 10:
+    if (
+        len(line) <= _TURN_LINE_MAX and len(words) in (2, 3) and words[0] == "wait"
+        and words[1].isascii() and words[1].isdecimal() and len(words[1]) < 10
+        and (len(words) == 2 or words[2].split(":")[0] in _DEVICES)
+    ):  # fmt: skip
         side.steps = int(words[1])
         side.device = words[2] if len(words) == 3 else side.device
         side.ready = True
@@ -470,8 +495,20 @@ def _finish(side: _Side, *, now: bool = False) -> None:
         if stream is not None:
             with contextlib.suppress(BrokenPipeError):
                 stream.close()
-    if side.process is None:
-        return
+    if side.process is not None:
+        _stop(side, now=now)
+    # Whatever the side's code left running (a process forked off, by its setup command too: then no side process
+    # was started) ends before anything it wrote is read; then nothing can change its folder, which is cleared of
+    # what must never be read or uploaded.
+    side.identity.end_leftovers()
+    if side.run_dir != Path():
+        side.removed = remove_unsafe(side.run_dir)
+    rebuild_killed(side.run_dir)  # a side killed (SIGKILL, out of memory) left its streamed steps: finish its file
+
+
+def _stop(side: _Side, *, now: bool) -> None:
+    """Wait for the side to exit; `now`: after a few seconds, SIGTERM. One that does not exit is killed."""
+    assert side.process is not None
     with contextlib.suppress(ProcessLookupError):  # a side someone stopped (SIGSTOP) could not end, nor write
         os.kill(side.process.pid, signal.SIGCONT)
     if now:
@@ -488,9 +525,6 @@ def _finish(side: _Side, *, now: bool = False) -> None:
         except subprocess.TimeoutExpired:
             side.process.kill()
             side.process.wait()
-    # Whatever the side's code left running (a process forked off) ends before anything it wrote is read.
-    side.identity.end_leftovers()
-    rebuild_killed(side.run_dir)  # a side killed (SIGKILL, out of memory) left its streamed steps: finish its file
 
 
 def _clean(side: _Side) -> None:
@@ -553,7 +587,7 @@ def _side_error(side: _Side, pair_dir: Path) -> CanaryError | None:
     metrics = _read(side)
     status = metrics.status if metrics is not None else None
     log = side.run_dir / ERROR_LOG
-    what = f"{status.exception_type}: {status.message}" if status and status.message else _last_line(log)
+    what = f"{status.exception_type}: {status.message}" if status and status.message else _last_line(side.run_dir)
     what = what or f"exit status {code}"
     where = f"the {side.name} side ({side.tree})"
     if code == 2:
@@ -574,11 +608,14 @@ def _side_error(side: _Side, pair_dir: Path) -> CanaryError | None:
     )
 
 
-def _last_line(log: Path) -> str | None:
-    """A traceback's last line (`ModuleNotFoundError: No module named 'trl'`), or None without one."""
-    if not log.is_file():
+def _last_line(run_dir: Path) -> str | None:
+    """A traceback's last line (`ModuleNotFoundError: No module named 'trl'`) from the side's error.log, read without
+    following a link (the side may have left one to a host file); None without one."""
+    try:
+        text = tail_inside(run_dir, [ERROR_LOG], size=_LOG_TAIL_BYTES).decode("utf-8", errors="replace")
+    except (OSError, FileRefusedError):
         return None
-    lines = [line for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    lines = [line for line in text.splitlines() if line.strip()]
     return lines[-1][:2000] if lines else None
 
 

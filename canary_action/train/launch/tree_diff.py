@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Final, Literal
 
 from canary_action.metrics.pair import ChangeKind, CodeChange, CodeDiff
+from canary_action.safe_git import git_command
 
 MAX_FILES: Final = 200
 MAX_READ: Final = 256 << 20  # bytes compared by a walk before it stops (a tree of datasets or checkpoints)
@@ -36,11 +37,8 @@ SKIPPED_DIRS: Final = frozenset({
     ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".venv", "venv",
     "node_modules", ".tox", ".nox", "build", "dist", ".ipynb_checkpoints",
 })  # fmt: skip
-#: A pull request's checkout: its hooks, fsmonitor or ownership must not make git run anything or refuse.
-_GIT: Final = (
-    "git", "-c", "core.quotePath=false", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-    "-c", "safe.directory=*", "--literal-pathspecs",
-)  # fmt: skip
+#: Paths as they are, and taken literally (a file named `*` is that file).
+_FLAGS: Final = ("-c", "core.quotePath=false", "--literal-pathspecs")
 GIT_TIMEOUT_S: Final = 60
 ADDED_FILES: Final = 3  # files whose added lines are kept: the ones a report shows
 #: The tree is a pull request's: no external diff program or textconv filter its .gitattributes could name.
@@ -125,7 +123,7 @@ def _added_by_file(patch: str) -> dict[str, list[str]]:
 
 def _git(tree: Path, *args: str) -> str | None:
     done = subprocess.run(
-        [*_GIT, "-C", str(tree), *args], capture_output=True, text=True, encoding="utf-8", errors="replace",
+        git_command(tree, *_FLAGS, *args), capture_output=True, text=True, encoding="utf-8", errors="replace",
         check=False, timeout=GIT_TIMEOUT_S,
     )  # fmt: skip
     return done.stdout.strip("\n") if done.returncode == 0 else None
