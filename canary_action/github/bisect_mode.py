@@ -77,8 +77,9 @@ def bisect_mode(step: Step) -> int:
 def _report(step: Step, out: Path, result: BisectResult) -> None:
     """bisect.md beside bisect.json, the job summary, and the outputs."""
     from canary_action.bisect.render import render_markdown
+    from canary_action.github.bisect_report import inert
 
-    markdown = render_markdown(result)
+    markdown = render_markdown(inert(result))  # commit subjects are their authors' text: inert in the summary too
     replace_file(out / "bisect.md", markdown)
     append_summary(step.runner.summary_path, markdown)
     step.outputs["result-path"] = step.relative(out / "bisect.json")

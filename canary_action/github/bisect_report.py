@@ -155,7 +155,7 @@ def issue_body(result: BisectResult, config_name: str, run_url: str | None, arti
     """bisect.md, rendered again here from the validated result with every text of it inert, under issue_key."""
     from canary_action.bisect.render import render_markdown
 
-    _, _, rendered = render_markdown(_inert(result)).partition("\n")  # its first line is the marker
+    _, _, rendered = render_markdown(inert(result)).partition("\n")  # its first line is the marker
     where = link("the workflow run", run_url)
     footer = f"The pairs' folders are in the artifact `{artifact}`" + (f" of {where}." if where else ".")
     body = f"{issue_key(config_name, result.bad.sha)}\n{rendered.rstrip()}\n\n{footer}\n"
@@ -185,8 +185,10 @@ def issue_title(result: BisectResult) -> str:
     return ("canary bisect: " + what).replace("@", "@\u2060")[:TITLE_MAX_CHARS]  # a title mentions no one
 
 
-def _inert(result: BisectResult) -> BisectResult:
-    """The result with every text inert markdown (report/escape.py), as render_markdown prints it."""
+def inert(result: BisectResult) -> BisectResult:
+    """The result with every text inert markdown (report/escape.py), as render_markdown prints it: commit subjects
+    and the reasons built from them are the commits' authors' text (for the issue here, the job summary in
+    bisect_mode.py)."""
 
     def ref(commit: CommitRef) -> CommitRef:
         return commit.model_copy(update={"subject": _text(commit.subject, 120)})

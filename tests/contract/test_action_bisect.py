@@ -224,6 +224,29 @@ def test_text_from_the_artifact_is_inert_in_the_issue(runner: Runner, fake_githu
     assert body == done.summary.rstrip("\n") + "\n"
 
 
+def test_commit_subjects_are_inert_in_the_bisect_jobs_summary_and_bisect_md(tmp_path: Path) -> None:
+    """The bisect job wrote bisect.md to the job summary with commit subjects as their authors wrote them (a
+    mention, a link, a fake marker, a table-breaking pipe); only the publish job's issue rendered them inert."""
+    import io
+    from types import SimpleNamespace
+
+    from canary_action.github.bisect_mode import _report
+    from canary_action.github.commands import Log
+
+    hostile = "fix @octocat's <!-- rlhf-canary bisect --> | [click](https://evil.example) `x`"
+    summary = tmp_path / "summary.md"
+    step = SimpleNamespace(
+        runner=SimpleNamespace(summary_path=summary), outputs={}, relative=str, log=Log(io.StringIO())
+    )
+    _report(step, tmp_path, bisect_result(subject=hostile))  # type: ignore[arg-type]
+
+    for written in (summary.read_text(encoding="utf-8"), (tmp_path / "bisect.md").read_text(encoding="utf-8")):
+        assert written.count("<!--") == 1  # the marker line, and no other
+        assert "@octocat" not in written
+        assert "](https://evil" not in written
+        assert all(line.count("|") - line.count("\\|") == 5 for line in written.splitlines() if line.startswith("| "))
+
+
 @pytest.mark.parametrize(
     ("content", "said"),
     [
