@@ -49,6 +49,13 @@ from canary_action.github.gh_report import CommentWhen, GhReportRequest, gh_repo
     help="Judge by the current run's own `thresholds:` block too. Off: by the tier and --threshold-file alone, since "
     "the current run may come from a pull request's code, which must not choose the limits it is judged by.",
 )
+@click.option(
+    "--accept-config-change",
+    metavar="SHA",
+    help="On a pull request, a run not comparable with the baselines (its data, model, dtype or GPU differ) fails, as "
+    "in the action; a maintainer who accepts the change for the pull request's head commit passes its full SHA here "
+    "(the result is then neutral, with a note).",
+)
 def gh_report_command(  # click passes options as keywords
     *,
     current: Path,
@@ -61,6 +68,7 @@ def gh_report_command(  # click passes options as keywords
     output: Path | None,
     templates: Path | None,
     trusted_config: bool,
+    accept_config_change: str | None,
 ) -> None:
     """Compare (as `canary compare`), write the job summary, and post the sticky PR comment and a check run, from
     inside any workflow step (a job container, other CI tooling).
@@ -68,7 +76,8 @@ def gh_report_command(  # click passes options as keywords
     GitHub's context comes from the runner's variables (GITHUB_REPOSITORY, GITHUB_EVENT_PATH, GITHUB_API_URL, …);
     the token from GITHUB_TOKEN or GH_TOKEN, which needs `pull-requests: write` and `checks: write`.
 
-    Exit 0 pass or neutral, 1 regression, 2 bad input, 3 the current run crashed or GitHub failed. A token that may
+    Exit 0 pass or neutral, 1 regression, 2 bad input (and, on a pull request, a run not comparable with the
+    baselines: a failed check run says why), 3 the current run crashed or GitHub failed. A token that may
     not write (a fork's) is a warning, and the exit code stays the comparison's.
     """
     request = GhReportRequest(
@@ -82,6 +91,7 @@ def gh_report_command(  # click passes options as keywords
         output=output,
         templates=templates,
         trusted_config=trusted_config,
+        accept_config_change=accept_config_change,
     )
     code = gh_report(request, os.environ, sys.stdout)
     if code:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, TextIO
 
 from canary_action.config.thresholds import Tier
-from canary_action.errors import GitHubError
+from canary_action.errors import CanaryError, GitHubError
 
 if TYPE_CHECKING:
     from canary_action.compare.result import CompareResult
@@ -67,6 +67,8 @@ class GhReportRequest:
     trusted_config: bool = False
     """Judge by the current run's own thresholds block (its config's); False: by the tier and the file alone — the
     current run may come from a pull request's code, which must not choose its own limits."""
+    accept_config_change: str | None = None
+    """The pull request's head SHA a maintainer accepts a run not comparable with the baselines for."""
 
 
 def gh_report(
@@ -102,6 +104,13 @@ def gh_report(
         trusted_block=untrusted,
     )
     links = Links(workflow_run=step.run_url())
+    refused = _incomparable(step, result, request)
+    if refused is not None:  # a pull request's run that cannot be judged is not passed (the action's rule)
+        step.log.annotate("error", refused.render(), title=refused.title)
+        refused.annotated = True
+        if token is not None and request.update_status and not (step.ctx.event == "pull_request" and step.ctx.is_fork):
+            _publish_refusal(step, result.current.config_name, refused)
+        raise refused
     append_summary(runner.summary_path, render(result, "summary", links, templates))
     if request.output is not None:
         write_output(request.output, render(result, "markdown", links, templates), flag="-o")
@@ -117,6 +126,50 @@ def gh_report(
         if step.outputs.get(output):
             step.log.line(f"{what}: {step.outputs[output]}")
     return step.exit_code(result.verdict)
+
+
+def _incomparable(step: Step, result: CompareResult, request: GhReportRequest) -> CanaryError | None:
+    """On a pull request, a run the comparison found not comparable with the baselines (its recorded data, model,
+    dtype or GPU differ: a pull request can change or forge them) is refused, as the action's report mode refuses
+    it: neutral would pass a required check. None when comparable, not a pull request, or accepted for its head."""
+    from canary_action.errors import IncomparableRunError
+    from canary_action.github.context import PR_EVENTS
+
+    comparability = result.comparability
+    if comparability is None or comparability.comparable:
+        return None
+    if step.ctx.pr_number is None and step.ctx.event not in PR_EVENTS:
+        return None
+    head = step.ctx.head_sha
+    if head is not None and request.accept_config_change == head:
+        return None
+    listed = "; ".join(f"{c.field}: {c.baseline} → {c.current}" for c in comparability.differences[:20])
+    return IncomparableRunError(
+        f"the measured run is not comparable with the baselines: {listed}. Its speed and memory cannot be judged, and "
+        "a pull request's run that cannot be judged is not passed",
+        fix="land the change on the default branch first (its next run is the new baseline), or a maintainer who "
+        f"accepts it reruns with `--accept-config-change {head or '<the head SHA>'}`",
+    )
+
+
+def _publish_refusal(step: Step, name: str, error: CanaryError) -> None:
+    """A failed check run on the pull request's head, saying why the run was not judged."""
+    from canary_action.github.publish import check_name
+    from canary_action.report.escape import text
+
+    if step.ctx.head_sha is None:
+        return
+    output = {
+        "title": f"rlhf-canary: {error.title}",
+        "summary": f"{text(error.message, 2000)}\n\nfix: {text(error.fix, 1000)}",
+    }
+    publisher = step.publisher()
+    try:
+        check = publisher.start_check(check_name(name), step.ctx.head_sha, step.run_url())
+        done = publisher.finish_check(check, "failure", output)
+        step.outputs["check-run-url"] = done.url or ""
+    except GitHubError as e:
+        step.degrade(e, "write the check run")
 
 
 def _publish(step: Step, result: CompareResult, links: Links, has_token: bool, request: GhReportRequest) -> None:

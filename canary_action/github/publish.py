@@ -15,9 +15,11 @@ installation token's identity is the bot GraphQL's `viewer` names (github-action
 app's own bot): another app's token never takes over GITHUB_TOKEN's issue. When no identity is told, any open issue
 may be someone else's: none is updated, a new one is opened, and Published.note says why.
 
-Sticky comment: the comment whose first line is the config's marker and that this token's identity wrote: for an
-installation token, any bot's (the viewer is not asked here yet, so another app's token would take over
-GITHUB_TOKEN's comment). The `comment` input decides when to write:
+Sticky comment: the comment whose first line is the config's marker and that this token's identity wrote (a personal
+access token's user; an installation token's bot as GraphQL's viewer names it: another app's token never takes over
+GITHUB_TOKEN's comment). When no identity is told, no comment is written (a new one every run would spam, updating any
+bot's would take over another's), and Published.note says why; the check run still carries the report. The `comment`
+input decides when to write:
 
 - always: every run creates or updates it;
 - on-change: only when the verdict differs from the comment's (a first comment only when not pass);
@@ -73,6 +75,12 @@ class Published:
     """What the caller should say about how it was written (a new issue where an earlier one was not updated)."""
 
 
+UNKNOWN_IDENTITY_NOTE: Final = (
+    "this token's identity is unknown (GET /user and GraphQL's viewer both refused it), so no comment was written: "
+    "an earlier one cannot be told from another app's; the check run carries the report"
+)
+
+
 def check_name(config_name: str) -> str:
     return f"rlhf-canary ({config_name})"
 
@@ -119,7 +127,10 @@ class Publisher:
         """Create or update the sticky comment as `mode` says; None when nothing was written."""
         if mode == "never":
             return None
-        existing = self._find_comment(pr_number, marker)
+        mine = self._identity() or self._installation_identity()
+        if mine is None:
+            return Published(0, None, UNKNOWN_IDENTITY_NOTE)
+        existing = self._find_comment(pr_number, marker, mine)
         if not _wanted(mode, verdict, None if existing is None else _verdict_of(existing.get("body", ""))):
             return None
         if existing is not None:
@@ -132,9 +143,8 @@ class Publisher:
             ).body
         return Published(int(reply["id"]), reply.get("html_url"))
 
-    def _find_comment(self, pr_number: int, marker: str) -> dict[str, Any] | None:
+    def _find_comment(self, pr_number: int, marker: str, mine: str) -> dict[str, Any] | None:
         comments = self.client.paginate(f"/repos/{self.repository}/issues/{pr_number}/comments", "", limit=5000)
-        mine = self._identity()
         for comment in comments:
             if not isinstance(comment, dict):
                 continue
@@ -202,8 +212,8 @@ class Publisher:
         )
 
 
-def _written_by(user: dict[str, Any], login: str | None) -> bool:
-    return user.get("login") == login if login is not None else user.get("type") == "Bot"
+def _written_by(user: dict[str, Any], login: str) -> bool:
+    return user.get("login") == login
 
 
 def conclusion_of(verdict: Verdict, fail_on: Literal["regression", "never"]) -> Conclusion:

@@ -159,7 +159,9 @@ class Step:
             marker = sticky_marker(config_name)
             body = render(result, "comment", links, self.templates)
             comment = self.publisher().upsert_comment(pr_number, marker, body, result.verdict, self.inputs.comment)
-            if comment is not None:
+            if comment is not None and comment.note:
+                self.log.annotate("warning", comment.note, title="rlhf-canary: no comment")
+            elif comment is not None:
                 self.outputs["comment-url"] = comment.url or ""
         except GitHubError as e:
             self.degrade(e, "write the PR comment")

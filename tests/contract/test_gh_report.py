@@ -160,6 +160,29 @@ def test_a_regression_exits_1_with_a_failed_check_and_says_so_in_the_comment(
     assert "rlhf-canary **regression**" in done.summary
 
 
+def test_a_pull_requests_run_not_comparable_with_the_baselines_fails_as_in_the_action(
+    fake_github: FakeGitHub, tmp_path: Path, history: Path
+) -> None:
+    """gh-report turned a run measured on other data (or with a forged fingerprint) into neutral, which passes a
+    required check, where the action's report mode fails it. Now: exit 2, a failed check run saying why and how a
+    maintainer accepts it; accepted for the head commit, neutral with the comparison's note."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    other_data = save(tmp_path / "other.json", 1, step_time_s=0.3, workload={"dataset_fingerprint": "e" * 64})
+
+    done = gh_report_cli(fake_github, tmp_path, other_data, history)
+
+    assert done.code == 2, done.log
+    [check] = fake_github.check_runs
+    assert (check["conclusion"], check["head_sha"]) == ("failure", PR_HEAD)
+    assert "not comparable with the baselines" in check["output"]["summary"]
+    assert f"--accept-config-change {PR_HEAD}" in done.log
+    assert fake_github.comments.get(2, []) == []
+
+    accepted = gh_report_cli(fake_github, tmp_path, other_data, history, "--accept-config-change", PR_HEAD)
+    assert accepted.code == 0, accepted.log
+    assert fake_github.check_runs[-1]["conclusion"] == "neutral"
+
+
 def test_the_current_runs_own_thresholds_block_counts_only_with_trusted_config(
     fake_github: FakeGitHub, tmp_path: Path, history: Path
 ) -> None:

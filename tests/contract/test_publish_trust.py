@@ -337,6 +337,32 @@ def test_with_a_personal_access_token_the_comment_is_found_by_its_user(runner: R
     assert first.outputs["comment-url"] == again.outputs["comment-url"]
 
 
+def test_with_an_installation_token_another_apps_sticky_comment_is_not_taken_over(
+    runner: Runner, fake_github: FakeGitHub
+) -> None:
+    """The sticky comment of GITHUB_TOKEN's bot matched any bot's: another app's token took over github-actions'
+    comment (and GITHUB_TOKEN another app's). Now by the bot GraphQL's viewer names; with no identity told, no comment
+    at all (a new one every run would spam), and a warning says why."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    theirs = fake_github.add_comment(issue_number=2, body=f"{MARKER}\nactions' own", user="github-actions[bot]")
+    fake_github.installation_bot = "other-app[bot]"
+    first = runner.run("pull_request", "pull_request.opened.json")
+    again = runner.run("pull_request", "pull_request.synchronize.json")
+
+    assert (first.code, again.code) == (0, 0)
+    comments = fake_github.comments[2]
+    assert [c["user"]["login"] for c in comments] == ["github-actions[bot]", "other-app[bot]"]
+    assert comments[0]["id"] == theirs
+    assert comments[0]["body"].endswith("actions' own")
+
+    fake_github.viewer_refused = True
+    unknown = runner.run("pull_request", "pull_request.synchronize.json")
+    assert unknown.code == 0, unknown.log
+    assert len(fake_github.comments[2]) == 2
+    assert "so no comment was written" in unknown.log
+    assert fake_github.check_runs[-1]["head_sha"] == PR_HEAD
+
+
 def test_metrics_of_the_measure_job_are_written_for_upload_even_when_training_crashes(
     runner: Runner, fake_github: FakeGitHub
 ) -> None:
