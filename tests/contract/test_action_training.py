@@ -103,6 +103,7 @@ def slowed_pull_request(runner: Runner, tmp_path: Path, *, base_has_config: bool
     workspace = runner.workspace
     config = yaml.safe_load((ROOT / "configs" / "tiny" / "sft.yaml").read_text())
     git(workspace, "init", "-q", "-b", "main")
+    (workspace / ".gitattributes").write_text("* filter=planted\n")
     if base_has_config:
         (workspace / "canary.yaml").write_text(yaml.safe_dump({**config, "max_steps": 34}))
     else:
@@ -116,6 +117,9 @@ def slowed_pull_request(runner: Runner, tmp_path: Path, *, base_has_config: bool
     git(workspace, "add", ".")
     git(workspace, "commit", "-q", "-m", "head")
     head_sha = git(workspace, "rev-parse", "HEAD")
+    # A filter the checkout's own .git/config names for every path (code that ran earlier in the job, as the runner's
+    # user, can write it): root's git (the pair's code diff, the fingerprint) must never run it.
+    git(workspace, "config", "filter.planted.clean", f"sh -c 'touch {runner.tmp / 'filter-ran'}; cat'")
     runner.fake.add_pull(number=2, head_sha=head_sha)
     return pull_request_payload(tmp_path, base_sha, head_sha), head_sha
 
@@ -146,6 +150,7 @@ def test_by_default_a_pull_request_is_trained_beside_its_base_commit(fake_github
     # The failure was confirmed by a second pair before the check failed (issue 33), and says so.
     assert (pair / "confirmation" / record["confirmation"] / "pair.json").is_file()
     assert "confirmed by a second pair: +" in check["output"]["summary"]
+    assert not (runner.tmp / "filter-ran").exists()
 
 
 def test_a_pull_request_that_adds_the_canary_is_judged_against_artifacts_and_says_why(
