@@ -66,6 +66,19 @@ def test_a_side_that_never_started_points_at_the_output_not_a_missing_log(tmp_pa
     assert error.fix.startswith("read the head side's lines in the output above")
 
 
+def test_an_error_log_that_is_a_link_is_never_read_as_the_sides_error(tmp_path: Path) -> None:
+    """A head side that deleted its metrics.json and left error.log as a link to /proc/self/environ made the
+    coordinator read its own environment (the token, in mode run) as root and publish it as the error."""
+    failed = side(tmp_path, 1)
+    environ = tmp_path / "environ"
+    environ.write_text("INPUT_GITHUB-TOKEN=ghs_secret\n", encoding="utf-8")
+    (failed.run_dir / "error.log").symlink_to(environ)
+    error = _side_error(failed, tmp_path / "pair")
+    assert error is not None
+    assert "ghs_secret" not in error.message + (error.fix or "")
+    assert error.message.endswith("failed during start: exit status 1")
+
+
 def test_a_side_that_failed_at_start_names_its_error_and_its_log(tmp_path: Path) -> None:
     failed = side(tmp_path, 1)
     log = failed.run_dir / "error.log"
