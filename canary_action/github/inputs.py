@@ -60,9 +60,11 @@ class ActionInputs(BaseModel):
         description="measure: train and write the results for upload, using no token (the job that runs pull "
         "request code); report: compare a measured run's uploaded results and publish them (a separate job with "
         "the write token), or a bisect's as an issue; run: train, compare and publish in one job (trusted code "
-        "only; on pull_request_target only with the event's commit checked out); bisect: find the commit between "
-        "good and bad that made the canary regress, with lockstep pairs, using no token (docs/bisect.md); auto: "
-        "report on workflow_run, measure on pull_request_target, run otherwise.",
+        "only; on pull_request_target, issue_comment and a workflow_dispatch given pr-number only with the event's "
+        "commit checked out); bisect: find the commit between good and bad that made the canary regress, with "
+        "lockstep pairs, using no token (docs/bisect.md); auto: report on workflow_run, measure on "
+        "pull_request_target (and on issue_comment and a workflow_dispatch given pr-number, unless the event's "
+        "commit is checked out), run otherwise.",
     )
     github_token: SecretStr | None = Field(
         None,
