@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
+import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -115,28 +117,38 @@ def write_new_inside(folder: Path, name: str, data: bytes, *, mode: int = 0o644)
 def remove_unsafe(folder: Path) -> list[str]:
     """Remove, under `folder` (itself never followed), every link, every file that is not a regular file (FIFO,
     socket, device) and every regular file with more than one hard link; "path (kind)" for each removed, relative
-    to `folder`. For a folder no other process writes any more: the sweep itself follows nothing."""
-    removed: list[str] = []
+    to `folder`. For a folder no other process writes any more: the sweep itself follows nothing, and holds one
+    descriptor per level of depth (os.fwalk), not per folder found. It fails closed: a folder it cannot sweep (too
+    deep, unreadable, a descriptor limit) is removed whole, and the one entry says so."""
     if folder.is_symlink() or not folder.is_dir():
-        return removed
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_DIRECTORY
-    stack = [(os.open(folder, flags), "")]
-    while stack:
-        directory, prefix = stack.pop()
-        try:
-            with os.scandir(directory) as entries:
-                names = [entry.name for entry in entries]
-            for name in names:
-                info = os.stat(name, dir_fd=directory, follow_symlinks=False)
-                kind = _unsafe_kind(info)
-                if kind is None and stat.S_ISDIR(info.st_mode):
-                    stack.append((os.open(name, flags, dir_fd=directory), f"{prefix}{name}/"))
-                elif kind is not None:
-                    os.unlink(name, dir_fd=directory)
+        return []
+    removed: list[str] = []
+    try:
+        for parent, dirs, files, parent_fd in os.fwalk(folder, follow_symlinks=False):
+            prefix = "" if parent == str(folder) else os.path.relpath(parent, folder) + "/"
+            for name in [*dirs, *files]:  # a link to a folder is listed among the folders (and never descended)
+                kind = _unsafe_kind(os.stat(name, dir_fd=parent_fd, follow_symlinks=False))
+                if kind is not None:
+                    os.unlink(name, dir_fd=parent_fd)
                     removed.append(f"{prefix}{name} ({kind})")
-        finally:
-            os.close(directory)
+                    if name in dirs:
+                        dirs.remove(name)
+    except (OSError, RecursionError) as error:
+        _remove_whole(folder)
+        why = getattr(error, "strerror", None) or str(error)
+        return [f"all of it ({type(error).__name__}: {why}; the folder could not be swept, so it was removed whole)"]
     return sorted(removed)
+
+
+def _remove_whole(folder: Path) -> None:
+    """Remove `folder` without following a link: shutil.rmtree (descriptor-based on Linux), and where a tree too
+    deep for this process's descriptors defeats it, rm(1), whose walk keeps a bounded number open. Raises OSError
+    when the folder is still there."""
+    shutil.rmtree(folder, ignore_errors=True)
+    if folder.exists() or folder.is_symlink():
+        subprocess.run(["rm", "-rf", "--", str(folder)], check=False, capture_output=True, timeout=600)
+    if folder.exists() or folder.is_symlink():
+        raise OSError(f"{folder} could not be removed")
 
 
 def _unsafe_kind(info: os.stat_result) -> str | None:

@@ -1,5 +1,5 @@
 """A command's own temporary folder: every temporary folder the command makes (a base commit's checkout, downloaded
-baselines, a child's scratch) goes in it, and it is removed when the command ends, whatever ended it.
+baselines, a child's scratch, each 0700) goes in it, and it is removed when the command ends, whatever ended it.
 
     with own_temporary_folder():
         ...  # tempfile.mkdtemp() and the TMPDIR children inherit are inside a 0700 folder of this process
@@ -27,9 +27,12 @@ _VARIABLES: Final = ("TMPDIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 @contextlib.contextmanager
 def own_temporary_folder() -> Iterator[Path]:
-    """This process's temporary folder (0700) for the block's life, then removed; what tempfile and the three
+    """This process's temporary folder (0711) for the block's life, then removed; what tempfile and the three
     variables said before comes back."""
     folder = Path(tempfile.mkdtemp(prefix=PREFIX))
+    # Searchable, not listable, by others: a lockstep head side of a user of its own reaches its own scratch in here
+    # (by a name it is given) without CAP_DAC_READ_SEARCH, which Docker does not grant; it cannot list the others.
+    folder.chmod(0o711)
     saved_dir, saved_env = tempfile.tempdir, {name: os.environ.get(name) for name in _VARIABLES}
     places = {"TMPDIR": folder, "TORCHINDUCTOR_CACHE_DIR": folder / "inductor", "TRITON_CACHE_DIR": folder / "triton"}
     for place in places.values():

@@ -131,24 +131,30 @@ def gh_report(
 def _incomparable(step: Step, result: CompareResult, request: GhReportRequest) -> CanaryError | None:
     """On a pull request, a run the comparison found not comparable with the baselines (its recorded data, model,
     dtype or GPU differ: a pull request can change or forge them) is refused, as the action's report mode refuses
-    it: neutral would pass a required check. None when comparable, not a pull request, or accepted for its head."""
+    it: neutral would pass a required check. None when comparable, not a pull request, or accepted for its head.
+    (The action also fails a config that differs from the default branch's file; gh-report is given no trusted
+    config to compare with, and the newest baseline's recorded config is no such thing: a 0.1 baseline differs in
+    most keys.)"""
     from canary_action.errors import IncomparableRunError
     from canary_action.github.context import PR_EVENTS
+    from canary_action.github.report_mode import listed_changes
 
-    comparability = result.comparability
-    if comparability is None or comparability.comparable:
-        return None
     if step.ctx.pr_number is None and step.ctx.event not in PR_EVENTS:
         return None
     head = step.ctx.head_sha
     if head is not None and request.accept_config_change == head:
         return None
-    listed = "; ".join(f"{c.field}: {c.baseline} → {c.current}" for c in comparability.differences[:20])
+    fix = (
+        "land the change on the default branch first (its next run is the new baseline), or a maintainer who accepts "
+        f"it reruns with `--accept-config-change {head or '<the head SHA>'}`"
+    )
+    comparability = result.comparability
+    if comparability is None or comparability.comparable:
+        return None
     return IncomparableRunError(
-        f"the measured run is not comparable with the baselines: {listed}. Its speed and memory cannot be judged, and "
-        "a pull request's run that cannot be judged is not passed",
-        fix="land the change on the default branch first (its next run is the new baseline), or a maintainer who "
-        f"accepts it reruns with `--accept-config-change {head or '<the head SHA>'}`",
+        f"the measured run is not comparable with the baselines: {listed_changes(comparability.differences)}. Its "
+        "speed and memory cannot be judged, and a pull request's run that cannot be judged is not passed",
+        fix=fix,
     )
 
 

@@ -257,7 +257,7 @@ def _config_change_notes(step: Step, target: Target, trusted: CanaryConfig, meas
     changes = [c for c in changes if c.field.split(".", 1)[0] != "thresholds"]
     if not changes:
         return []
-    listed = _listed(changes)
+    listed = listed_changes(changes)
     if step.inputs.accept_config_change == target.head_sha:
         return [f"the pull request changes the canary config, accepted by a maintainer for this commit: {listed}"]
     raise ConfigChangedError(
@@ -277,7 +277,7 @@ def _incomparable_notes(step: Step, target: Target, result: CompareResult) -> Co
     comparability = result.comparability
     if comparability is None or comparability.comparable:
         return result
-    listed = _listed(comparability.differences)
+    listed = listed_changes(comparability.differences)
     if step.inputs.accept_config_change == target.head_sha:
         said = f"not comparable with the default branch's runs, accepted by a maintainer for this commit: {listed}"
         return result.model_copy(update={"notes": [*result.notes, said]})
@@ -288,7 +288,7 @@ def _incomparable_notes(step: Step, target: Target, result: CompareResult) -> Co
     )
 
 
-def _listed(changes: Sequence[Change]) -> str:
+def listed_changes(changes: Sequence[Change]) -> str:
     """'key: old → new; ...', the first 20 and how many more."""
     listed = "; ".join(f"{c.field}: {c.baseline} → {c.current}" for c in changes[:20])
     return listed + (f"; and {len(changes) - 20} more" if len(changes) > 20 else "")

@@ -184,7 +184,10 @@ def measured_commit(workspace: Path, *, merge_sha: str | None) -> str | None:
 
 
 def _git_out(workspace: Path, *args: str) -> str:
-    done = subprocess.run(git_command(workspace, *args), capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(git_command(workspace, *args), capture_output=True, text=True, check=False)
+    except OSError:  # no git, or a config it could not list (safe_git.py): as a failed command
+        return ""
     return done.stdout.strip() if done.returncode == 0 else ""
 
 

@@ -133,7 +133,7 @@ def test_a_side_says_where_it_trains_with_its_first_wait(tmp_path: Path) -> None
         read, write = os.pipe()
         os.write(write, line.encode())
         os.close(write)
-        with io.open(read, "r") as incoming:  # noqa: UP020 - a descriptor, as the coordinator's pipe is
+        with io.open(read, "rb", buffering=0) as incoming:  # noqa: UP020 - a descriptor, as the coordinator's pipe is
             side.turns_in = incoming
             _await(side, time.monotonic() + 5)
         assert (side.steps, side.device) == (steps, device)
@@ -148,13 +148,14 @@ def test_a_side_that_breaks_the_turn_protocol_ends_the_pair_instead_of_the_coord
     from canary_action.train.launch.pair import _await
 
     lines = ("wait x\n", "wait 99999999999999999999\n", "go 3\n", "wait 2 cuda extra\n", "wait \u0663\n",
-             "wait 0 ::error::forged\n", "wait 0 " + "cuda" * 30 + "\n")  # fmt: skip
+             "wait 0 ::error::forged\n", "wait 0 " + "cuda" * 30 + "\n", "\udcff\n", "wait 2\nwait 4\n",
+             "wait 2")  # fmt: skip
     for line in lines:
         side = _Side(name="head", tree=tmp_path, config_path=tmp_path / "c.yaml", loaded=None, run_dir=tmp_path)  # type: ignore[arg-type]
         read, write = os.pipe()
-        os.write(write, line.encode())
+        os.write(write, line.encode("utf-8", errors="surrogateescape"))  # "\udcff": the byte 0xff, no UTF-8
         os.close(write)
-        with io.open(read, "r") as incoming:  # noqa: UP020 - a descriptor, as the coordinator's pipe is
+        with io.open(read, "rb", buffering=0) as incoming:  # noqa: UP020 - a descriptor, as the coordinator's pipe is
             side.turns_in = incoming
             _await(side, time.monotonic() + 5)
         assert side.ended, line
@@ -184,10 +185,31 @@ def test_an_endless_line_on_the_pipe_is_read_no_further_than_a_turn_message(tmp_
 
     writer = threading.Thread(target=endless, daemon=True)
     writer.start()
-    with io.open(read, "r") as incoming:  # noqa: UP020 - a descriptor, as the coordinator's pipe is
+    with io.open(read, "rb", buffering=0) as incoming:  # noqa: UP020 - a descriptor, as the coordinator's pipe is
         side.turns_in = incoming
         _await(side, time.monotonic() + 5)
         assert side.ended
         assert not finished.is_set()  # the rest of the line is still unwritten: it was never read
     os.close(write)
     writer.join(timeout=10)
+
+
+def test_a_turn_message_that_never_ends_is_a_hang_at_the_deadline_not_a_wait_forever(tmp_path: Path) -> None:
+    """`wait 0` with no newline, the pipe kept open: the coordinator's readline blocked past every deadline."""
+    import io
+    import time
+
+    import pytest
+
+    from canary_action.train.launch.pair import _await
+
+    side = _Side(name="head", tree=tmp_path, config_path=tmp_path / "c.yaml", loaded=None, run_dir=tmp_path)  # type: ignore[arg-type]
+    read, write = os.pipe()
+    os.write(write, b"wait 0")
+    try:
+        with io.open(read, "rb", buffering=0) as incoming:  # noqa: UP020 - a descriptor, as the coordinator's pipe is
+            side.turns_in = incoming
+            with pytest.raises(TimeoutError, match="before the pair's deadline"):
+                _await(side, time.monotonic() + 0.5)
+    finally:
+        os.close(write)

@@ -31,14 +31,21 @@ def test_a_filter_the_head_trees_own_config_names_never_runs_when_the_canary_dif
     for key in ("clean", "process"):
         _git(head, "config", f"filter.evil.{key}", f"sh -c 'touch {ran}-{key}; cat'")
     _git(head, "config", "filter.evil.required", "true")
+    # a driver's name keeps its case (git's subsections do), and a worktree's own config counts too
+    (head / ".gitattributes").write_text("* filter=evil\n*.py filter=Evil\n", encoding="utf-8")
+    _git(head, "config", "filter.Evil.clean", f"sh -c 'touch {ran}-case; cat'")
+    _git(head, "config", "extensions.worktreeConfig", "true")
+    _git(head, "config", "--worktree", "filter.evil.smudge", f"sh -c 'touch {ran}-worktree; cat'")
     _git(head, "config", "filter.lfs.process", "git-lfs filter-process")  # the standard one: kept
 
     diff = diff_trees(base, head)
 
-    assert [c.path for c in diff.files] == ["train.py"]
+    assert sorted(c.path for c in diff.files) == [".gitattributes", "train.py"]
     assert diff.method == "git"
     assert sorted(tmp_path.glob("filter-ran*")) == []
     overrides = disarmed(head)
     assert "filter.evil.process=" in overrides
+    assert "filter.Evil.clean=" in overrides
+    assert "filter.evil.smudge=" in overrides
     assert "filter.evil.required=false" in overrides
     assert not any(o.startswith("filter.lfs.") for o in overrides)

@@ -76,3 +76,36 @@ def test_links_special_files_and_hard_links_are_removed_and_said_plain_files_sta
     assert (outside / "deep" / "secret").read_text(encoding="utf-8") == "s"  # nothing behind a link touched
     assert remove_unsafe(out) == []
     assert remove_unsafe(out / "head" / "metrics.json") == []  # not a folder: nothing to clear
+
+
+def test_a_folder_too_wide_or_deep_to_sweep_is_removed_whole_not_left_with_its_links(tmp_path: Path) -> None:
+    """The sweep held a descriptor per folder found: 1,100 folders each with a link exhausted a 1,024-descriptor limit,
+    it raised, and every link stayed for the upload. Now it holds one per level of depth, and fails closed."""
+    import resource
+
+    out = tmp_path / "out"
+    for i in range(300):
+        (out / "wide" / f"d{i}").mkdir(parents=True)
+        (out / "wide" / f"d{i}" / "creds").symlink_to("/etc/hostname")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (128, hard))  # far fewer descriptors than folders
+    try:
+        removed = remove_unsafe(out)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(removed) == 300
+    assert [p for p in out.rglob("*") if p.is_symlink()] == []
+
+    deep = tmp_path / "deep"
+    level = deep
+    for _ in range(200):  # deeper than the descriptors allow
+        level = level / "d"
+    level.mkdir(parents=True)
+    (level / "creds").symlink_to("/etc/hostname")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+    try:
+        removed = remove_unsafe(deep)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert removed[0].startswith("all of it (OSError")
+    assert not deep.exists()

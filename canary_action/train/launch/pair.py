@@ -102,7 +102,7 @@ class _Side:
     run_dir: Path
     process: subprocess.Popen[bytes] | None = None
     turns_out: IO[str] | None = None  # coordinator -> side
-    turns_in: IO[str] | None = None  # side -> coordinator
+    turns_in: IO[bytes] | None = None  # side -> coordinator
     steps: int = 0
     ended: bool = False
     device: str = "cpu"
@@ -380,7 +380,7 @@ def _start(
     os.close(to_side_r)
     os.close(from_side_w)
     side.turns_out = os.fdopen(to_side_w, "w")
-    side.turns_in = os.fdopen(from_side_r, "r")
+    side.turns_in = os.fdopen(from_side_r, "rb", buffering=0)  # read a turn's bytes as they come (_read_turn)
 
 
 def side_environment(tree: Path, trees: Sequence[Path]) -> dict[str, str]:
@@ -442,20 +442,21 @@ def pin_process(pid: int, cpus: set[int]) -> None:
 
 
 def _await(side: _Side, deadline: float) -> None:
-    """Read the side's next "wait <steps>"; an end of pipe means it ended (its exit status says how)."""
+    """Read the side's next "wait <steps>"; an end of pipe means it ended (its exit status says how).
+
+    The pipe is the head side's code's to write, so it is read strictly: bytes, under the pair's deadline, one
+    line of at most _TURN_LINE_MAX bytes and nothing after it (the side waits for its turn once it has written),
+    ASCII. Anything else ends that side, named; a line that never ends is a hang at the deadline."""
     assert side.turns_in is not None
-    remaining = deadline - time.monotonic()
-    ready, _, _ = select.select([side.turns_in], [], [], max(remaining, 0))
-    if not ready:
-        raise TimeoutError(f"the {side.name} side did not finish its turn before the pair's deadline (a hang?)")
-    line = side.turns_in.readline(_TURN_LINE_MAX + 1)  # bounded: an endless line must not grow this process
-    if not line:
+    raw = _read_turn(side, deadline)
+    if raw is None:
         side.ended = True
         return
+    line = raw.decode("ascii", errors="replace")
     words = line.split()
     if (
-        len(line) <= _TURN_LINE_MAX and len(words) in (2, 3) and words[0] == "wait"
-        and words[1].isascii() and words[1].isdecimal() and len(words[1]) < 10
+        raw.endswith(b"\n") and raw.count(b"\n") == 1 and raw.isascii() and len(words) in (2, 3)
+        and words[0] == "wait" and words[1].isdecimal() and len(words[1]) < 10
         and (len(words) == 2 or words[2].split(":")[0] in _DEVICES)
     ):  # fmt: skip
         side.steps = int(words[1])
@@ -466,6 +467,23 @@ def _await(side: _Side, deadline: float) -> None:
     # here, and the pair with it; it is stopped with the other (_finish), and what both measured is kept.
     print(f"the {side.name} side broke the turn protocol ({line[:80]!r}): the pair ends here", file=sys.stderr)
     side.ended = True
+
+
+def _read_turn(side: _Side, deadline: float) -> bytes | None:
+    """The bytes of one turn message: up to and with its newline, or _TURN_LINE_MAX + 1 bytes without one; None at
+    the end of the pipe with nothing read. TimeoutError when the deadline passes first."""
+    assert side.turns_in is not None
+    fd = side.turns_in.fileno()
+    read = b""
+    while b"\n" not in read and len(read) <= _TURN_LINE_MAX:
+        ready, _, _ = select.select([fd], [], [], max(deadline - time.monotonic(), 0))
+        if not ready:
+            raise TimeoutError(f"the {side.name} side did not finish its turn before the pair's deadline (a hang?)")
+        chunk = os.read(fd, _TURN_LINE_MAX + 1 - len(read))
+        if not chunk:
+            return read or None
+        read += chunk
+    return read
 
 
 def _await_exit(side: _Side, deadline: float) -> None:
