@@ -122,6 +122,29 @@ def _main(
             _hand_back(step.out_dir, step.runner.workspace, step.log)
 
 
+def _unlink_links_on_the_way(out_dir: Path, workspace: Path, log: Log) -> None:
+    """The output-dir was checked before training (Step.check_output_dir), but the training could replace it, or a
+    folder on its way, by a link to anywhere on the host, which the upload step would follow: each such link is
+    removed, and an error says so."""
+    try:
+        parts = out_dir.relative_to(workspace).parts
+    except ValueError:
+        return
+    place = workspace
+    for part in parts:
+        place = place / part
+        if place.is_symlink():
+            target = place.readlink()
+            place.unlink()
+            log.annotate(
+                "error",
+                f"{place} had become a link (to {target}) during the run: removed, so that nothing is uploaded "
+                "through it",
+                title="rlhf-canary: the output folder was replaced",
+            )
+            return
+
+
 def _say_ignored_inputs(step: Step, mode: str) -> None:
     """Another mode's inputs are ignored, and a notice says so."""
     if mode != "bisect" and (step.inputs.good or step.inputs.bad):
@@ -191,6 +214,7 @@ def _hand_back(out_dir: Path, workspace: Path, log: Log) -> None:
     a link on the host, as the runner's user: a link the training left would put host files in the artifact), and
     say what was removed. A Docker action runs as root: then give it to the workspace's owner, or the runner's user
     cannot clean it at the next checkout ("Permission denied" on a runner that stays registered)."""
+    _unlink_links_on_the_way(out_dir, workspace, log)
     removed = remove_unsafe(out_dir)
     if removed:
         shown = ", ".join(removed[:10]) + (f" and {len(removed) - 10} more" if len(removed) > 10 else "")

@@ -35,7 +35,13 @@ from canary_action.errors import (
 from canary_action.files import FileRefusedError, read_regular_file, remove_unsafe
 from canary_action.metrics.stream import rebuild_killed
 from canary_action.safe_git import git_command
-from canary_action.train.launch.environment import child_environment, prepare_setup, private_temporary, unprivileged
+from canary_action.train.launch.environment import (
+    adopting_orphans,
+    child_environment,
+    prepare_setup,
+    private_temporary,
+    unprivileged,
+)
 
 _STOP_GRACE_S = 30
 _ERROR_FILE_LIMIT = 2**20
@@ -110,7 +116,10 @@ def _run_child(tree: Path, setup: str | None, args: Sequence[str], scratch: Path
     # Both streams to the job log: the child's report and progress are the step's output.
     command = [str(python), "-m", "canary_action", *args]
     # preexec_fn: the action is single-threaded here, so no lock can be held across the fork.
-    with subprocess.Popen(command, cwd=tree, env=env, stdout=sys.stderr, preexec_fn=unprivileged) as child:  # noqa: PLW1509
+    with (
+        adopting_orphans() as leftovers,
+        subprocess.Popen(command, cwd=tree, env=env, stdout=sys.stderr, preexec_fn=unprivileged) as child,  # noqa: PLW1509
+    ):
         try:
             code = child.wait()
         except KeyboardInterrupt:
@@ -120,6 +129,8 @@ def _run_child(tree: Path, setup: str | None, args: Sequence[str], scratch: Path
             except subprocess.TimeoutExpired:
                 child.kill()
             raise
+        finally:  # what the training left running (a daemon it forked) ends before anything it wrote is read
+            leftovers.end()
     if code == 0:
         return
     record = _error_record(error_file)
@@ -238,10 +249,14 @@ class LockstepTrainer:
         from canary_action.train.launch.confirm_pair import run_confirmed
 
         base = self.base_tree(config, base_sha)
-        outcome = run_confirmed(
-            base, self.workspace, Path(config), output_dir=output_dir, setup=self.setup, tier=self.tier,
-            threshold_file=self.threshold_file,
-        )  # fmt: skip
+        try:
+            outcome = run_confirmed(
+                base, self.workspace, Path(config), output_dir=output_dir, setup=self.setup, tier=self.tier,
+                threshold_file=self.threshold_file,
+            )  # fmt: skip
+        finally:  # the checkout's record of the base tree goes with it (the tree is in this command's own folder)
+            _git_out(self.workspace, "worktree", "remove", "--force", str(base))
+            _git_out(self.workspace, "worktree", "prune")
         notes = [f"baseline: the base commit {base_sha[:12]}, trained in lockstep beside this one", *outcome.notes]
         if outcome.error is not None:
             if isinstance(outcome.error, TrainingError) and outcome.head.is_file():

@@ -178,6 +178,7 @@ def test_a_pull_request_that_adds_the_canary_is_judged_against_artifacts_and_say
 
 FACTORY = """
 import os
+import subprocess
 from pathlib import Path
 
 from canary_action.train.builtin.example_factory import build_trainer as plain
@@ -193,6 +194,9 @@ def build_trainer(context):
     run = Path(trainer.args.output_dir).parent
     (run / "host-etc").symlink_to("/etc")
     (run / "metrics-copy.json").symlink_to(run / "metrics.json")
+    quiet = subprocess.DEVNULL  # and a daemon of its own, double-forked out of its process group
+    subprocess.Popen(["sh", "-c", "sleep 300 & echo $! > daemon.pid"], start_new_session=True, stdin=quiet,
+                     stdout=quiet, stderr=quiet).wait()
     return trainer
 """
 
@@ -226,6 +230,9 @@ def test_a_trainer_factory_in_the_checked_out_repository_runs_through_the_entryp
     assert [p for p in out_dir.rglob("*") if p.is_symlink()] == []
     assert "host-etc (a link)" in log
     assert "metrics-copy.json (a link)" in log
+    # Its daemon ended with the training, before anything it wrote was read.
+    daemon = int((runner.workspace / "daemon.pid").read_text())
+    assert not Path(f"/proc/{daemon}").exists() or Path(f"/proc/{daemon}/stat").read_text().split(") ")[1][0] == "Z"
     ran = (runner.workspace / "factory-ran.txt").read_text().splitlines()
     assert ran == [str(runner.workspace), "[]"], "ran in the repository, and saw no token or action input"
     metrics = json.loads((runner.workspace / outputs["metrics-path"]).read_text())

@@ -109,3 +109,25 @@ def test_a_folder_too_wide_or_deep_to_sweep_is_removed_whole_not_left_with_its_l
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert removed[0].startswith("all of it (OSError")
     assert not deep.exists()
+
+
+def test_an_output_folder_replaced_by_a_link_during_the_run_is_unlinked_before_the_upload(tmp_path: Path) -> None:
+    """A training of root's (a single run in the action) replaced canary-output by a link to the runner's home: the
+    output folder was checked before training only, and the upload step followed the link."""
+    import io
+
+    from canary_action.github.action import _hand_back
+    from canary_action.github.commands import Log
+
+    workspace, home = tmp_path / "workspace", tmp_path / "runner-home"
+    workspace.mkdir()
+    home.mkdir()
+    (home / ".credentials").write_text("secret", encoding="utf-8")
+    (workspace / "canary-output").symlink_to(home)
+    out = io.StringIO()
+
+    _hand_back(workspace / "canary-output", workspace, Log(out))
+
+    assert not (workspace / "canary-output").exists()
+    assert (home / ".credentials").read_text(encoding="utf-8") == "secret"
+    assert "had become a link" in out.getvalue()

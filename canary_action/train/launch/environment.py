@@ -28,14 +28,16 @@ The child then runs with that environment's Python, and the fingerprint lists wh
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
+import shutil
 import signal
 import site
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -59,6 +61,7 @@ CODE_TREE_ENV: Final = "CANARY_CODE_TREE"
 _PR_SET_DUMPABLE: Final = 4
 _PR_CAPBSET_DROP: Final = 24
 _PR_SET_NO_NEW_PRIVS: Final = 38
+_PR_SET_CHILD_SUBREAPER: Final = 36
 _PR_CAP_AMBIENT: Final = 47
 _PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
 _CAP_LAST_CAP: Final = Path("/proc/sys/kernel/cap_last_cap")
@@ -72,6 +75,8 @@ _PR_CAP_AMBIENT_RAISE: Final = 2
 _CAP_DAC_READ_SEARCH: Final = 2
 _SETUP_TAIL_LINES: Final = 20
 _KILL_ROUNDS: Final = 40
+#: Where any user may write: a head side's files left there are removed with its processes.
+SHARED_TEMPORARY: Final = ("/tmp", "/var/tmp", "/dev/shm")
 
 
 def scrubbed(env: Mapping[str, str]) -> dict[str, str]:
@@ -163,12 +168,13 @@ class Identity:
         return {**env, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "HF_HOME": hub,
                 "HF_DATASETS_CACHE": str(home / "datasets"), "USER": user, "LOGNAME": user}  # fmt: skip
 
-    def end_leftovers(self) -> None:
+    def end_leftovers(self) -> list[int]:
         """Kill every process of this user (what a side's code left running: a daemon forked off), as the user
         itself: kill(-1) reaches its own processes only; again while one is found alive (a process forking while
-        the signal goes round). Nothing for the coordinator's user."""
+        the signal goes round). The processes still alive after that (none, in practice); nothing to do for the
+        coordinator's user. Then what the user left in the shared temporary folders is removed too."""
         if self.uid is None:
-            return
+            return []
         for _ in range(_KILL_ROUNDS):
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the child
@@ -180,8 +186,84 @@ class Identity:
                     os._exit(0)
             os.waitpid(pid, 0)
             if not live_processes(self.uid):
-                return
+                break
             time.sleep(0.05)
+        left = live_processes(self.uid)
+        if not left:
+            self._remove_shared_files()
+        return left
+
+    def _remove_shared_files(self) -> None:
+        """What this user left at the top of the shared temporary folders (files, folders, links: never followed),
+        so that nothing of one pair's head side waits there for a later pair's."""
+        for shared in SHARED_TEMPORARY:
+            with contextlib.suppress(OSError), os.scandir(shared) as entries:
+                for entry in entries:
+                    with contextlib.suppress(OSError):
+                        if entry.stat(follow_symlinks=False).st_uid != self.uid:
+                            continue
+                        if entry.is_dir(follow_symlinks=False):
+                            shutil.rmtree(entry.path, ignore_errors=True)
+                        else:
+                            Path(entry.path).unlink()
+
+    def reclaim(self, path: Path) -> None:
+        """Give `path` (a side's run folder, its processes ended) and all in it back to this process's user, so that
+        a later pair's head side, even of the same uid, cannot change it. Links are changed, never followed."""
+        if self.uid is None or not path.is_dir():
+            return
+        with contextlib.suppress(OSError):
+            for _, dirs, files, parent_fd in os.fwalk(path, follow_symlinks=False):
+                os.chown(parent_fd, os.geteuid(), os.getegid())
+                for name in [*dirs, *files]:
+                    os.chown(name, os.geteuid(), os.getegid(), dir_fd=parent_fd, follow_symlinks=False)
+
+
+class Orphans:
+    """This process's children that were not there before (`adopting_orphans`): what a child left running."""
+
+    def __init__(self, before: set[int]) -> None:
+        self.before = before
+
+    def end(self) -> list[int]:
+        """Kill every child of this process that was not there before, and, as their own children are adopted here
+        when they die, theirs, until none is left; the pids killed."""
+        killed: list[int] = []
+        for _ in range(_KILL_ROUNDS):
+            new = [pid for pid in children_of(os.getpid()) if pid not in self.before and pid not in killed]
+            if not new:
+                break
+            for pid in new:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            time.sleep(0.05)
+            for pid in killed:  # reap ours; never waitpid(-1): a Popen elsewhere may be waiting on its own
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+        return killed
+
+
+@contextlib.contextmanager
+def adopting_orphans() -> Iterator[Orphans]:
+    """This process adopts the orphans of what it starts in the block (PR_SET_CHILD_SUBREAPER): a daemon a training
+    child forked, double-forked or not, stays this process's descendant, which Orphans.end kills. Linux; elsewhere
+    only direct children are found."""
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    yield Orphans(set(children_of(os.getpid())))
+
+
+def children_of(pid: int) -> list[int]:
+    """The running processes whose parent is `pid` (zombies left out), from /proc."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[1] == str(pid) and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
 
 
 def live_processes(uid: int) -> list[int]:

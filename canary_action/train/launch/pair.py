@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -165,8 +165,7 @@ def run_pair(
         except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM from a cancelled job (cli.py): record, re-raise
             interrupted = stop
         finally:
-            for side in reversed(sides):  # each side writes its metrics.json, whatever ended the pair; head first
-                _finish(side, now=hung is not None or interrupted is not None)
+            _finish_all(sides, now=hung is not None or interrupted is not None)
         # The sides' environments stay until then: the evaluator may run with the base side's (--setup).
         evaluations = _evaluate(evaluator, sides, stopped=hung is not None or interrupted is not None)
     finally:  # whatever ended it, an error included: no evaluator left waiting, no side's places left behind
@@ -505,6 +504,19 @@ def _send(side: _Side, message: str) -> None:
         side.ended = True
 
 
+def _finish_all(sides: Sequence[_Side], *, now: bool) -> None:
+    """Each side writes its metrics.json, whatever ended the pair, head first; a second Ctrl-C (or SIGTERM) while
+    one side ends still ends the other, and is raised after both."""
+    pending: BaseException | None = None
+    for side in reversed(sides):
+        try:
+            _finish(side, now=now or pending is not None)
+        except BaseException as error:
+            pending = pending or error
+    if pending is not None:
+        raise pending
+
+
 def _finish(side: _Side, *, now: bool = False) -> None:
     """Close the turns (a waiting side reads the end as "stop") and wait for the side to write its file;
     `now` (a hang, an interrupt): a side that has not ended within a few seconds (a chunk still computing ends
@@ -518,10 +530,30 @@ def _finish(side: _Side, *, now: bool = False) -> None:
     # Whatever the side's code left running (a process forked off, by its setup command too: then no side process
     # was started) ends before anything it wrote is read; then nothing can change its folder, which is cleared of
     # what must never be read or uploaded.
-    side.identity.end_leftovers()
-    if side.run_dir != Path():
-        side.removed = remove_unsafe(side.run_dir)
+    with _signals_held():  # an interrupt now would leave its processes and links behind: it waits for the sweep
+        left = side.identity.end_leftovers()
+        if side.run_dir != Path():
+            # A process that would not end could still change the folder: nothing in it is read then.
+            side.removed = remove_unsafe(side.run_dir) if not left else _remove_all(side.run_dir, left)
+        side.identity.reclaim(side.run_dir)
     rebuild_killed(side.run_dir)  # a side killed (SIGKILL, out of memory) left its streamed steps: finish its file
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held (delivered when the block ends) in this, the coordinator's only thread."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _remove_all(run_dir: Path, left: list[int]) -> list[str]:
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return [f"all of it (processes {', '.join(map(str, left[:5]))} of its user would not end: nothing of it was read)"]
 
 
 def _stop(side: _Side, *, now: bool) -> None:

@@ -28,6 +28,8 @@ HEAD_UID_ENV: Final = "CANARY_PAIR_HEAD_UID"
 LOCK_DIR_ENV: Final = "CANARY_PAIR_LOCK_DIR"
 DEFAULT_HEAD_UID: Final = 61_471
 HEAD_UIDS: Final = 4096  # the head side takes a free uid from DEFAULT_HEAD_UID up (free_uid)
+#: nobody (65534) and the 16-bit "no user" (65535): owners of files on many systems, never a head side.
+_RESERVED: Final = frozenset({65534, 65535})
 #: uid -> the open file whose lock claims it, for this process's life.
 _claimed: dict[int, int] = {}
 
@@ -39,7 +41,7 @@ def free_uid(first: int = DEFAULT_HEAD_UID, count: int = HEAD_UIDS) -> int:
     start = os.getpid() % count
     for offset in range(count):
         uid = first + (start + offset) % count
-        if uid not in used and uid not in _claimed and _claim(uid):
+        if uid not in _RESERVED and uid not in used and uid not in _claimed and _claim(uid):
             return uid
     raise UsageError(
         f"every uid from {first} to {first + count - 1} runs a process or is held by another pair: no user of its own"
