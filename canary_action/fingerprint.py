@@ -103,8 +103,8 @@ def _git(cwd: Path, *args: str) -> str | None:
     # In the Docker action the workspace is owned by the runner's user while the container runs as root, and git
     # refuses such a repository ("dubious ownership"): trusted, but nothing its config names runs (`git status`
     # would run its filters and fsmonitor: safe_git.py).
-    command = git_command(cwd, *args)
     try:
+        command = git_command(cwd, *args)
         done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=_GIT_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired):  # no git on PATH, cwd gone, or hung
         return None

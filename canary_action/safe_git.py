@@ -24,7 +24,7 @@ from typing import Final
 #: runs no program a config names (an `ext::` remote, a remote's upload-pack, an ssh command, a credential helper).
 SETTINGS: Final = (
     "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-    "-c", "protocol.ext.allow=never", "-c", "protocol.file.allow=never", "-c", "core.sshCommand=ssh",
+    "-c", "protocol.ext.allow=never", "-c", "remote.origin.uploadpack=git-upload-pack", "-c", "core.sshCommand=ssh",
     "-c", "credential.helper=", "-c", "core.askPass=",
 )  # fmt: skip
 #: Keys of a driver (section.<name>.key) that name a program to run.

@@ -33,11 +33,13 @@ def git(repo: Path, *args: str) -> str:
         "PATH": os.environ.get("PATH", os.defpath), "HOME": os.devnull, "LC_ALL": "C", "GIT_CONFIG_NOSYSTEM": "1",
         "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
     }  # fmt: skip
-    command = git_command(repo, *args)
     try:
+        command = git_command(repo, *args)
         done = subprocess.run(command, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False, env=env)
     except FileNotFoundError:
         raise UsageError("git is not installed", fix="install git: canary bisect checks out commits with it") from None
+    except OSError as e:  # a config git could not list (safe_git.py): no git runs there
+        raise UsageError(f"git could not run in {repo}: {e}", fix="read the repository's git config there") from None
     if done.returncode != 0:
         words = done.stderr.strip().splitlines()[-1:] or [f"exit {done.returncode}"]
         raise UsageError(f"`git {' '.join(args)}` failed in {repo}: {words[0]}", fix="run it there to see why")
