@@ -476,7 +476,8 @@ def test_the_command_line_is_frozen() -> None:
         # --trusted-config: issue 25 item 2 (the current run's thresholds block is used only when trusted)
         "gh-report": sorted(["current", "baselines", "--threshold-tier", "--threshold-file", "--post-comment",
                              "--no-comment", "--update-status", "--no-status", "--comment-mode", "-o", "--output",
-                             "--templates", "--trusted-config"]),
+                             "--templates", "--trusted-config",
+                             "--accept-config-change"]),  # issue 34: an incomparable PR run fails, unless accepted
         "init-config": sorted(["out", "--type", "--tier", "--builtin", "--force"]),  # --builtin: issue 15 item 5
         # --format (terminal|markdown): as compare's, the walk-through after issue 15
         # --confirm-minutes: issue 33 (a speed failure confirmed by a second pair)

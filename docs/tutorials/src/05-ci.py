@@ -665,6 +665,7 @@ assert any(r.startswith("PATCH /repos/Codertocat/Hello-World/issues/comments/") 
 assert not any(r.startswith("POST /repos/Codertocat/Hello-World/issues/") for r in again_requests)
 assert [r for r in report_requests if r.startswith("POST")] == [
     "POST /repos/Codertocat/Hello-World/check-runs",
+    "POST /graphql",  # who this token writes as: only that identity's sticky comment is updated
     "POST /repos/Codertocat/Hello-World/issues/2/comments",
 ]
 # the runs whose artifacts were read: this run's (the measurement, once) and the pushes' (the baselines)
