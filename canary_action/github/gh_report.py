@@ -108,8 +108,9 @@ def gh_report(
     if refused is not None:  # a pull request's run that cannot be judged is not passed (the action's rule)
         step.log.annotate("error", refused.render(), title=refused.title)
         refused.annotated = True
-        if token is not None and request.update_status and not (step.ctx.event == "pull_request" and step.ctx.is_fork):
-            _publish_refusal(step, result.current.config_name, refused)
+        head, fork = step.ctx.head_sha, step.ctx.event == "pull_request" and step.ctx.is_fork
+        if token is not None and request.update_status and not fork and head is not None:
+            step.publish_refusal(result.current.config_name, head, step.run_url(), refused.title, refused)
         raise refused
     append_summary(runner.summary_path, render(result, "summary", links, templates))
     if request.output is not None:
@@ -144,38 +145,18 @@ def _incomparable(step: Step, result: CompareResult, request: GhReportRequest) -
     head = step.ctx.head_sha
     if head is not None and request.accept_config_change == head:
         return None
+    comparability = result.comparability
+    if comparability is None or comparability.comparable:
+        return None
     fix = (
         "land the change on the default branch first (its next run is the new baseline), or a maintainer who accepts "
         f"it reruns with `--accept-config-change {head or '<the head SHA>'}`"
     )
-    comparability = result.comparability
-    if comparability is None or comparability.comparable:
-        return None
     return IncomparableRunError(
         f"the measured run is not comparable with the baselines: {listed_changes(comparability.differences)}. Its "
         "speed and memory cannot be judged, and a pull request's run that cannot be judged is not passed",
         fix=fix,
     )
-
-
-def _publish_refusal(step: Step, name: str, error: CanaryError) -> None:
-    """A failed check run on the pull request's head, saying why the run was not judged."""
-    from canary_action.github.publish import check_name
-    from canary_action.report.escape import text
-
-    if step.ctx.head_sha is None:
-        return
-    output = {
-        "title": f"rlhf-canary: {error.title}",
-        "summary": f"{text(error.message, 2000)}\n\nfix: {text(error.fix, 1000)}",
-    }
-    publisher = step.publisher()
-    try:
-        check = publisher.start_check(check_name(name), step.ctx.head_sha, step.run_url())
-        done = publisher.finish_check(check, "failure", output)
-        step.outputs["check-run-url"] = done.url or ""
-    except GitHubError as e:
-        step.degrade(e, "write the check run")
 
 
 def _publish(step: Step, result: CompareResult, links: Links, has_token: bool, request: GhReportRequest) -> None:

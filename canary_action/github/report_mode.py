@@ -32,7 +32,6 @@ from canary_action.errors import (
     BaselineError,
     CanaryError,
     ConfigChangedError,
-    GitHubError,
     IncomparableRunError,
     MetricsFileError,
     TrainingError,
@@ -41,7 +40,6 @@ from canary_action.errors import (
 from canary_action.github.baseline_fetch import OVERSIZED, RunArtifacts
 from canary_action.github.bisect_report import report_bisect
 from canary_action.github.context import PR_EVENTS
-from canary_action.github.publish import check_name
 from canary_action.github.step import Step, Target, default_artifact, fetch_for, read_config
 from canary_action.github.team_templates import load_team_templates
 from canary_action.metrics.io import METRICS_FILE
@@ -311,20 +309,8 @@ def _judged_file(measured: Path) -> Path:
 
 def _publish_unmeasured(step: Step, target: Target, name: str, run: MeasuredRun, error: CanaryError) -> None:
     """A failed check run, saying why there is nothing to compare, on the commit the trusted side chose."""
-    from canary_action.report.escape import text
-
     title = error.title if isinstance(error, ConfigChangedError) else "nothing to compare"
-    output = {
-        "title": f"rlhf-canary: {title}",
-        "summary": f"{text(error.message, 2000)}\n\nfix: {text(error.fix, 1000)}",
-    }
-    publisher = step.publisher()
-    try:
-        check = publisher.start_check(check_name(name), target.head_sha, run.url)
-        done = publisher.finish_check(check, "failure", output)
-        step.outputs["check-run-url"] = done.url or ""
-    except GitHubError as e:
-        step.degrade(e, "write the check run")
+    step.publish_refusal(name, target.head_sha, run.url, title, error)
 
 
 def _open_pulls_of(step: Step, sha: str, run: MeasuredRun) -> list[int]:

@@ -150,6 +150,26 @@ class Step:
         except GitHubError as e:
             self.degrade(e, "complete the check run")
 
+    def publish_refusal(
+        self, config_name: str, sha: str, details_url: str | None, title: str, error: CanaryError
+    ) -> None:
+        """A failed check run on `sha` saying why the run was not judged (error's message and fix, inert); a refusal
+        degrades."""
+        from canary_action.github.publish import check_name
+        from canary_action.report.escape import text
+
+        output = {
+            "title": f"rlhf-canary: {title}",
+            "summary": f"{text(error.message, 2000)}\n\nfix: {text(error.fix, 1000)}",
+        }
+        publisher = self.publisher()
+        try:
+            check = publisher.start_check(check_name(config_name), sha, details_url)
+            done = publisher.finish_check(check, "failure", output)
+            self.outputs["check-run-url"] = done.url or ""
+        except GitHubError as e:
+            self.degrade(e, "write the check run")
+
     def publish_comment(self, result: CompareResult, links: Links, pr_number: int, *, config_name: str) -> None:
         """Create or update the sticky comment as the `comment` input says; a refusal degrades."""
         from canary_action.report.render import render
