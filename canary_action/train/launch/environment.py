@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Final
 
 from canary_action.errors import ConfigError, TrainingError, UsageError
-from canary_action.train.launch.uids import HEAD_UID_ENV, free_uid
+from canary_action.train.launch.uids import HEAD_UID_ENV, free_uid, process_statuses
 
 #: Variables a child never gets: the action's inputs (the token is one), the runner's credentials, and the
 #: runner's command files' paths. Leaving the paths out is defence in depth, not a boundary: the files sit in a
@@ -255,30 +255,20 @@ def adopting_orphans() -> Iterator[Orphans]:
 
 def children_of(pid: int) -> list[int]:
     """The running processes whose parent is `pid` (zombies left out), from /proc."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 1 and fields[1] == str(pid) and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
+    return [
+        child for child, fields in process_statuses() if fields.get("PPid", "").strip() == str(pid) and _running(fields)
+    ]
 
 
 def live_processes(uid: int) -> list[int]:
     """The processes running as `uid` (real, effective or saved), zombies left out (they run nothing)."""
-    found = []
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            lines = status.read_text().splitlines()
-        except OSError:
-            continue
-        fields = dict(line.split(":", 1) for line in lines if ":" in line)
-        uids = fields.get("Uid", "").split()
-        if str(uid) in uids[:3] and not fields.get("State", "").strip().startswith("Z"):
-            found.append(int(status.parent.name))
-    return found
+    return [
+        pid for pid, fields in process_statuses() if str(uid) in fields.get("Uid", "").split()[:3] and _running(fields)
+    ]
+
+
+def _running(fields: dict[str, str]) -> bool:
+    return not fields.get("State", "").strip().startswith("Z")
 
 
 def private_temporary(scratch: Path, identity: Identity | None = None) -> dict[str, str]:

@@ -19,6 +19,7 @@ import fcntl
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -101,9 +102,15 @@ def _claim(uid: int) -> bool:
 
 
 def _uids_in_use() -> set[int]:
-    used: set[int] = set()
+    return {int(uid) for _, fields in process_statuses() for uid in fields.get("Uid", "").split()}
+
+
+def process_statuses() -> Iterator[tuple[int, dict[str, str]]]:
+    """(pid, /proc/PID/status as name -> value) for each process that can be read; one that ends meanwhile is left
+    out."""
     for status in Path("/proc").glob("[0-9]*/status"):
-        with contextlib.suppress(OSError, StopIteration):
-            uid_line = next(line for line in status.read_text().splitlines() if line.startswith("Uid:"))
-            used.update(int(field) for field in uid_line.split()[1:])
-    return used
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:
+            continue
+        yield int(status.parent.name), dict(line.split(":", 1) for line in lines if ":" in line)
