@@ -11,6 +11,16 @@ from pathlib import Path
 DOCS = "https://github.com/rlhf-canary/rlhf-canary#readme"
 
 
+#: How to make a GPU visible to a job that sees none (a refused `device: cuda`, the action's `gpu` input).
+GPU_RUNTIME_FIX = (
+    "give the job the GPU: with the python action (in your own environment) run the job on the runner's host or "
+    "in a job-level `container:` with `options: --gpus all`; the Docker action's container sees it only with the "
+    "NVIDIA Container Toolkit as Docker's default runtime (nvidia-ctk runtime configure --runtime=docker "
+    "--set-as-default); either way a torch build for the machine's CUDA driver, and no CUDA_VISIBLE_DEVICES that "
+    "hides it (docs/runner-setup.md)"
+)
+
+
 class CanaryError(Exception):
     """Base class: an expected failure with a cause, a fix and a pointer to the docs."""
 
@@ -84,6 +94,13 @@ class MissingExtraError(UsageError):
     """A command needs an optional part of the install (`canary run` the `[train]` extra) that is not there."""
 
     title = "missing install extra"
+
+
+class UnsupportedStackError(UsageError):
+    """The environment's training stack (torch, transformers, TRL, ...) is installed at a version outside the
+    `[train]` extra's range: the canary runs in a team's own environment and never replaces it."""
+
+    title = "unsupported training stack"
 
 
 class MetricsFileError(CanaryError):

@@ -203,7 +203,12 @@ def _drop_foreign_keys(data: dict[Any, Any], family: type[CommonConfig]) -> list
         if key not in family.model_fields:
             del data[key]
             owners = ", ".join(t for t, cls in FAMILIES.items() if key in cls.model_fields)
-            notices.append(f"ignored `{key}`: it applies to training_type {owners} only")
+            hint = (
+                " (your own trainer of one of those types: set that training_type beside trainer_factory)"
+                if family is FAMILIES["custom"]
+                else ""
+            )
+            notices.append(f"ignored `{key}`: it applies to training_type {owners} only{hint}")
     for key, reason in _RETIRED_KEYS.items():
         if key in data:
             del data[key]

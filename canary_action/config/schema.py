@@ -289,7 +289,26 @@ def _known_builtin_model(value: str | None) -> str | None:
     return value
 
 
-class SFTConfig(CommonConfig):
+class FactoryConfig(CommonConfig):
+    """A family whose trainer a team's own function may build: the type's keys still apply (they reach the
+    function through its context), and its samples and tokens count as the type counts them."""
+
+    trainer_factory: str | None = Field(
+        None,
+        description="Your own module.sub:function that builds this type's trainer (e.g. a subclass of TRL's), "
+        "from context.training_args() (the type's TRL config, every key below applied) and "
+        "context.trainer_inputs() (model, data, tokenizer, LoRA, rewards); docs/api.md. Empty: TRL's own trainer.",
+    )
+
+    @field_validator("trainer_factory")
+    @classmethod
+    def _import_path(cls, value: str | None) -> str | None:
+        if value is not None and not _IMPORT_PATH.match(value):
+            raise ValueError(f"{value!r} is not an import path module.sub:function")
+        return value
+
+
+class SFTConfig(FactoryConfig):
     training_type: Literal["sft"]
     packing: bool = Field(False, description="Pack several examples into each sequence (SFT).")
     completion_only_loss: bool | None = Field(None, description="Loss on completions only (prompt/completion data).")
@@ -298,7 +317,7 @@ class SFTConfig(CommonConfig):
         return ("sft", "messages", "preference")  # preference data: the chosen answer is the target
 
 
-class DPOConfig(CommonConfig):
+class DPOConfig(FactoryConfig):
     training_type: Literal["dpo"]
     beta: Number = Field(0.1, gt=0, description="DPO temperature: strength of the pull towards the reference model.")
     loss_type: DpoLossType = Field("sigmoid", description="DPO loss variant (TRL's names).")
@@ -308,7 +327,7 @@ class DPOConfig(CommonConfig):
         return ("preference",)
 
 
-class OnlineRLConfig(CommonConfig):
+class OnlineRLConfig(FactoryConfig):
     """Fields GRPO and RLOO share: they generate completions and score them."""
 
     num_generations: Count = Field(
@@ -406,19 +425,13 @@ class PPOConfig(CommonConfig):
         return ("prompts", "preference")
 
 
-class CustomConfig(CommonConfig):
+class CustomConfig(FactoryConfig):
     training_type: Literal["custom"]
     trainer_factory: str = Field(
-        description="module.sub:function returning a transformers Trainer built on your own code; "
-        "it receives a canary_action.train.custom.CustomContext."
+        description="module.sub:function returning a transformers Trainer built on your own code, from "
+        "context.training_args() (TrainingArguments) and context.trainer_inputs() (docs/api.md); for a trainer of "
+        "one of the other types, set that training_type with trainer_factory instead."
     )
-
-    @field_validator("trainer_factory")
-    @classmethod
-    def _import_path(cls, value: str) -> str:
-        if not _IMPORT_PATH.match(value):
-            raise ValueError(f"{value!r} is not an import path module.sub:function")
-        return value
 
 
 CanaryConfig = Annotated[

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Final
 
 from canary_action.bisect.history import git
 from canary_action.errors import CanaryError, UsageError
+from canary_action.github import gpu
 from canary_action.github.commands import append_summary, write_outputs
 from canary_action.github.step import Step, bisect_artifact, read_config, replace_file
 
@@ -41,6 +42,7 @@ def bisect_mode(step: Step) -> int:
 
     inputs, runner, log = step.inputs, step.runner, step.log
     loaded = read_config(step)
+    gpu.require_gpu(step.inputs.gpu, loaded.config)
     artifact = bisect_artifact(loaded.config.name)
     step.outputs["artifact-name"] = artifact
     write_outputs(runner.output_path, {"artifact-name": artifact})  # for the upload step, even on a failure

@@ -84,6 +84,14 @@ class ActionInputs(BaseModel):
         "code needs into an environment over the image's (e.g. pip install -r requirements.txt); with a lockstep "
         "baseline, once per side.",
     )
+    gpu: Literal["auto", "required", "none"] = Field(
+        "auto",
+        description="auto: a job that trains must see a GPU when its machine has the NVIDIA driver loaded "
+        "(/proc/driver/nvidia/version, which a container sees even when it was not given the GPU), unless the "
+        "config says device: cpu; required: it must see one whatever the machine; none: train where the config "
+        "says. A job that must see a GPU and does not fails with the fix, before training: never a neutral CPU "
+        "run.",
+    )
     baseline_artifact: str | None = Field(
         None, description="Name of the baseline artifact; empty: rlhf-canary-<config name>."
     )

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final
 
 from canary_action.compare.result import CompareResult
 from canary_action.errors import CanaryError, GitHubError, NoPairBaseError, TrainingError, UsageError
+from canary_action.github import gpu
 from canary_action.github.baseline_fetch import FetchedBaselines
 from canary_action.github.commands import append_summary, write_outputs
 from canary_action.github.context import PR_EVENTS, EventContext
@@ -171,6 +172,7 @@ def _measure(
     back beside it."""
     try:
         measured = None
+        gpu.require_gpu(step.inputs.gpu, loaded.config)  # a failed check that says why, before anything trains
         if base_sha is not None:
             thresholds = step.runner.workspace / step.inputs.thresholds if step.inputs.thresholds else None
             lockstep = LockstepTrainer(step.runner.workspace, step.inputs.setup, step.inputs.tier, thresholds)

@@ -17,8 +17,7 @@ import transformers
 
 from canary_action.config.blocks import DistributedConfig
 from canary_action.config.schema import CommonConfig
-from canary_action.errors import ConfigError
-from canary_action.train.placement import GPU_RUNTIME_FIX
+from canary_action.errors import GPU_RUNTIME_FIX, ConfigError
 
 _CPU_FIX = "use strategy ddp for a CPU canary (gloo), or run this config on a GPU runner"
 

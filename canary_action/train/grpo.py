@@ -22,19 +22,26 @@ def prepare_dataset(dataset: Dataset, setup: TrainingSetup[GRPOConfig]) -> Datas
     return online.prepare_dataset(dataset, setup)
 
 
-def build_trainer(setup: TrainingSetup[GRPOConfig]) -> Any:
+def training_args(setup: TrainingSetup[GRPOConfig]) -> Any:
     from trl import GRPOConfig as TrlGRPOConfig
-    from trl import GRPOTrainer
 
     config = setup.config
-    args = TrlGRPOConfig(
+    return TrlGRPOConfig(
         **setup.trainer_kwargs(),
         num_generations=config.num_generations,
         max_completion_length=config.max_new_tokens,
         temperature=config.temperature,
         beta=config.beta,  # 0 by default: no reference model, as in TRL
     )
-    return GRPOTrainer(args=args, **online.trainer_inputs(setup))
+
+
+trainer_inputs = online.trainer_inputs
+
+
+def build_trainer(setup: TrainingSetup[GRPOConfig]) -> Any:
+    from trl import GRPOTrainer
+
+    return GRPOTrainer(args=training_args(setup), **trainer_inputs(setup))
 
 
 count_batch = online.count_batch

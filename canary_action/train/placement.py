@@ -14,13 +14,8 @@ from typing import Final, Literal
 import torch
 
 from canary_action.config.schema import CommonConfig
-from canary_action.errors import ConfigError
+from canary_action.errors import GPU_RUNTIME_FIX, ConfigError
 
-GPU_RUNTIME_FIX = (
-    "make the GPU visible to the container: set the NVIDIA Container Toolkit as Docker's default runtime on the "
-    "runner (nvidia-ctk runtime configure --runtime=docker --set-as-default), or run the image as a job-level "
-    "`container:` with `options: --gpus all`"
-)
 #: torch's own choice (one thread per core), read before any run sets it: `cpu_threads: auto` means this.
 TORCH_DEFAULT_THREADS: Final = torch.get_num_threads()
 

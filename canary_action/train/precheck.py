@@ -29,8 +29,9 @@ def check(config: CommonConfig, *, announce: Callable[[str], None] | None = None
     The team's modules are looked up on this process's import path, which holds the run's code tree
     (run_canary appends it, as every process of the run does).
     """
-    if isinstance(config, CustomConfig):
-        rewards.find_module(config.trainer_factory, key="trainer_factory")
+    factory = getattr(config, "trainer_factory", None)
+    if factory is not None:
+        rewards.find_module(factory, key="trainer_factory")
     if isinstance(config, OnlineRLConfig):
         for name in config.reward_funcs:
             if catalog.split(name) is None:

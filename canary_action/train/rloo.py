@@ -22,19 +22,26 @@ def prepare_dataset(dataset: Dataset, setup: TrainingSetup[RLOOConfig]) -> Datas
     return online.prepare_dataset(dataset, setup)
 
 
-def build_trainer(setup: TrainingSetup[RLOOConfig]) -> Any:
+def training_args(setup: TrainingSetup[RLOOConfig]) -> Any:
     from trl import RLOOConfig as TrlRLOOConfig
-    from trl import RLOOTrainer
 
     config = setup.config
-    args = TrlRLOOConfig(
+    return TrlRLOOConfig(
         **setup.trainer_kwargs(),
         num_generations=config.num_generations,
         max_completion_length=config.max_new_tokens,
         temperature=config.temperature,
         beta=config.beta,  # RLOO keeps a KL term to the reference by default (TRL: 0.05)
     )
-    return RLOOTrainer(args=args, **online.trainer_inputs(setup))
+
+
+trainer_inputs = online.trainer_inputs
+
+
+def build_trainer(setup: TrainingSetup[RLOOConfig]) -> Any:
+    from trl import RLOOTrainer
+
+    return RLOOTrainer(args=training_args(setup), **trainer_inputs(setup))
 
 
 count_batch = online.count_batch

@@ -34,7 +34,7 @@ from canary_action.metrics.io import write_metrics
 from canary_action.metrics.merge import RankRecord
 from canary_action.metrics.stream import KILLED, KILLED_MESSAGE, STEPS_FILE
 from canary_action.metrics.summarize import stability_of, summarize
-from canary_action.train import data, distributed
+from canary_action.train import custom, data, distributed
 from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters, StepGate, TrainingStopped
 from canary_action.train.comm import CommTimer
 from canary_action.train.gpu_time import KernelClock, clock_for
@@ -107,6 +107,9 @@ class CanaryRun:
         with stage("preflight"):
             family = family_module(config.training_type)
             family.preflight(config)
+            # A team's own trainer of this type: built by its function, counted as the type counts.
+            builder = custom if getattr(config, "trainer_factory", None) else family
+            builder.preflight(config)
             if self.rank is not None and config.device != "cpu" and torch.cuda.is_available():
                 torch.cuda.set_device(self.rank.local_rank)  # before placement: each rank measures its own GPU
             self.placement = placement = resolve_placement(config)
@@ -122,7 +125,7 @@ class CanaryRun:
         callbacks, comm = self._callbacks(lead, placement, probe, counters)
         setup: TrainingSetup[Any] = TrainingSetup(config, placement, self.run_dir, callbacks, self.notices)
         with stage("build"):
-            trainer = family.build_trainer(setup)
+            trainer = builder.build_trainer(setup)
             # With tqdm off the Trainer prints every log dict; the progress line replaces that.
             trainer.remove_callback(PrinterCallback)
             instrument(trainer, counters, probe, family.count_batch, config.fault_injection)

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import os
 from functools import cached_property
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Generic, TypeVar
 
 from datasets import Dataset
@@ -151,6 +153,20 @@ class TrainingSetup(Generic[ConfigT]):
             target_modules=self.config.lora_target_modules,
             task_type="CAUSAL_LM",
         )
+
+    def training_args(self) -> Any:
+        """The training type's arguments as its own trainer gets them, every key of the config applied: TRL's
+        SFTConfig, DPOConfig, GRPOConfig or RLOOConfig (TrainingArguments for custom). For a trainer_factory."""
+        return self._family().training_args(self)
+
+    def trainer_inputs(self) -> dict[str, Any]:
+        """The keyword arguments the training type's own trainer gets besides `args` (model, train_dataset,
+        processing_class, peft_config, callbacks; the reward functions for grpo and rloo). For a trainer_factory."""
+        inputs: dict[str, Any] = self._family().trainer_inputs(self)
+        return inputs
+
+    def _family(self) -> ModuleType:
+        return importlib.import_module(f"canary_action.train.{self.config.training_type}")
 
     def trainer_kwargs(self) -> dict[str, Any]:
         """TrainingArguments every family shares. The canary owns these: per-step logs, NaN visible, no saving."""

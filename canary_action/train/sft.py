@@ -23,25 +23,32 @@ def prepare_dataset(dataset: Dataset, setup: TrainingSetup[SFTConfig]) -> Datase
     return dataset.select_columns(list(columns))
 
 
-def build_trainer(setup: TrainingSetup[SFTConfig]) -> Any:
+def training_args(setup: TrainingSetup[SFTConfig]) -> Any:
     from trl import SFTConfig as TrlSFTConfig
-    from trl import SFTTrainer
 
     config = setup.config
-    args = TrlSFTConfig(
+    return TrlSFTConfig(
         **setup.trainer_kwargs(),
         max_length=config.max_length,
         packing=config.packing,
         completion_only_loss=config.completion_only_loss,
     )
-    return SFTTrainer(
-        model=setup.model,
-        args=args,
-        train_dataset=prepare_dataset(setup.dataset, setup),
-        processing_class=setup.tokenizer,
-        peft_config=setup.peft_config,
-        callbacks=setup.callbacks,
-    )
+
+
+def trainer_inputs(setup: TrainingSetup[SFTConfig]) -> dict[str, Any]:
+    return {
+        "model": setup.model,
+        "train_dataset": prepare_dataset(setup.dataset, setup),
+        "processing_class": setup.tokenizer,
+        "peft_config": setup.peft_config,
+        "callbacks": setup.callbacks,
+    }
+
+
+def build_trainer(setup: TrainingSetup[SFTConfig]) -> Any:
+    from trl import SFTTrainer
+
+    return SFTTrainer(args=training_args(setup), **trainer_inputs(setup))
 
 
 def count_batch(inputs: dict[str, Any]) -> tuple[int, int]:

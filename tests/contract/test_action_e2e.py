@@ -412,6 +412,48 @@ def test_a_bad_config_is_exit_2_annotated_on_the_file(runner: Runner, fake_githu
     assert writes(fake_github) == []
 
 
+@pytest.fixture
+def gpu_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine with the NVIDIA driver loaded whose job sees no GPU (a container started without it)."""
+    from canary_action.github import gpu
+
+    driver = tmp_path / "driver-version"
+    driver.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05\n")
+    monkeypatch.setattr(gpu, "NVIDIA_DRIVER", driver)
+    monkeypatch.setattr(gpu, "torch_sees_cuda", lambda: False)
+
+
+@pytest.mark.usefixtures("gpu_machine")
+def test_a_job_that_must_see_a_gpu_and_does_not_fails_with_the_fix(runner: Runner, fake_github: FakeGitHub) -> None:
+    """Issue 35: device auto on a GPU machine whose job sees none is a failed step and check, not a neutral CPU
+    run; nothing trains."""
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    baselines(fake_github, 1)
+
+    done = runner.run("pull_request", "pull_request.opened.json", baseline="artifacts")
+
+    assert done.code == 2, done.log
+    assert runner.trainer.calls == 0
+    assert "this machine has the NVIDIA driver loaded" in done.log
+    assert "sees no CUDA GPU" in done.log
+    assert "--gpus all" in done.log
+    [check] = fake_github.check_runs
+    assert check["conclusion"] == "failure"
+    assert "sees no CUDA GPU" in check["output"]["summary"]
+    assert "gpu: none" in check["output"]["summary"]
+
+
+@pytest.mark.usefixtures("gpu_machine")
+def test_gpu_none_and_device_cpu_train_where_the_config_says(runner: Runner, fake_github: FakeGitHub) -> None:
+    fake_github.add_pull(number=2, head_sha=PR_HEAD)
+    baselines(fake_github, 1)
+    assert runner.run("pull_request", "pull_request.opened.json", baseline="artifacts", gpu="none").code == 0
+    config = yaml.safe_load((runner.workspace / "canary.yaml").read_text())
+    (runner.workspace / "canary.yaml").write_text(yaml.safe_dump({**config, "device": "cpu"}))
+    assert runner.run("pull_request", "pull_request.opened.json", baseline="artifacts").code == 0
+    assert runner.trainer.calls == 2
+
+
 def test_a_forged_marker_in_someone_elses_comment_is_not_taken_over(runner: Runner, fake_github: FakeGitHub) -> None:
     fake_github.add_pull(number=2, head_sha=PR_HEAD)
     forged = fake_github.add_comment(issue_number=2, body=f"{MARKER}\nall green, merge it", user="mallory")
@@ -735,7 +777,8 @@ def test_a_cuda_config_without_a_visible_gpu_fails_fast_with_the_runtime_fix(
 
     assert done.code == 2
     assert "sees no CUDA GPU" in done.log
-    assert "nvidia-ctk runtime configure --runtime=docker --set-as-default" in done.log
+    assert "the config says device: cuda, but this job sees no CUDA GPU" in done.log  # before the child starts
+    assert "`options: --gpus all`" in done.log
     [check] = fake_github.check_runs
     assert (check["status"], check["conclusion"]) == ("completed", "failure")
     assert "sees no CUDA GPU" in check["output"]["summary"]

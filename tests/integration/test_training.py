@@ -15,9 +15,10 @@ import pytest
 import torch
 
 from canary_action.config.load import LoadedConfig, load_config
-from canary_action.errors import TrainingError
+from canary_action.errors import ConfigError, TrainingError
 from canary_action.metrics import schema as m
 from canary_action.metrics.io import read_metrics
+from canary_action.train import custom
 from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters
 from canary_action.train.instrument import instrument
 from canary_action.train.launch import run_canary
@@ -30,7 +31,7 @@ from tests.factories import NO_HELDOUT
 pytestmark = pytest.mark.training
 
 CONFIGS = Path(__file__).parents[2] / "configs" / "tiny"
-TRL_FAMILIES = ["sft", "dpo", "dpo-lora", "grpo", "rloo", "custom"]
+TRL_FAMILIES = ["sft", "dpo", "dpo-lora", "dpo-factory", "grpo", "rloo", "custom"]
 
 
 def tiny(name: str, *overrides: str, heldout: bool = False) -> LoadedConfig:
@@ -64,11 +65,39 @@ def test_family_runs_and_records_every_step(name: str, tmp_path: Path) -> None:
     assert len(finite(series[m.WEIGHT_SUM])) == 4
     assert len(set(finite(series[m.WEIGHT_SUM]))) == 4  # the weights moved every step
     assert metrics.heldout is not None
-    metric = {"sft": "next_token", "custom": "next_token", "dpo": "preference", "dpo-lora": "preference"}.get(name)
+    metric = {"sft": "next_token", "custom": "next_token"}.get(name, "preference" if "dpo" in name else None)
     assert (metrics.heldout.status, metrics.heldout.metric) == ("evaluated", metric or "reward"), metrics.heldout
     assert [p.step for p in metrics.heldout.points] == [0, 4]
     assert metrics.heldout.evaluated_in == "fresh_process"
     assert not (outcome.metrics_path.parent / "heldout").exists()
+
+
+def test_a_dpo_trainer_factory_gets_the_dpo_keys_and_counts_as_dpo(tmp_path: Path) -> None:
+    """Issue 35: a team's own DPO trainer under training_type dpo: beta and the DPO keys reach its arguments, a
+    preference pair is one sample (as TRL's DPO canary counts it), and its callbacks are attached once."""
+    config = tiny("dpo-factory", "max_steps=2", "beta=0.3", "loss_type=hinge").config
+    placement = resolve_placement(config)
+    record, counters, probe = RunRecord(), StepCounters(), DeviceProbe(placement.device)
+    callback = MetricsCallback(record, counters, probe, stop_on_non_finite=True, timeout_s=600)
+    setup: TrainingSetup[Any] = TrainingSetup(config, placement, tmp_path, [callback], [])
+    trainer = custom.build_trainer(setup)
+    assert type(trainer).__name__ == "TeamDPOTrainer"
+    assert (trainer.args.beta, trainer.args.loss_type) == (0.3, ["hinge"])
+    assert trainer.ref_model is not None  # the factory's own frozen reference, not TRL's
+    assert sum(c is callback for c in trainer.callback_handler.callbacks) == 1
+    instrument(trainer, counters, probe, family_module("dpo").count_batch, None)
+    trainer.train()
+    assert record.num_steps == 2
+    samples = [row[m.NUM_SAMPLES] for row in record.rows]
+    assert samples == [config.batch_size * config.gradient_accumulation_steps] * 2, samples
+
+
+def test_a_trainer_factory_is_refused_where_the_type_has_none() -> None:
+    with pytest.raises(ConfigError) as refused:
+        tiny("ppo", "trainer_factory=canary_action.train.builtin.example_factory:build_trainer")
+    assert (
+        "`trainer_factory` — it applies to training_type sft, dpo, grpo, rloo, custom only" in refused.value.errors[0]
+    )
 
 
 def test_algorithm_metrics_are_recorded_per_step(tmp_path: Path) -> None:
