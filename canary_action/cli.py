@@ -266,8 +266,17 @@ def compare_command(  # click passes options as keywords
     help="Use a builtin model and dataset (builtin:<name>: random weights, synthetic data) instead of Hub ones: "
     "the config runs offline, with nothing to download.",
 )
+@click.option(
+    "--device",
+    type=click.Choice(["cuda", "auto", "cpu"]),
+    default=None,
+    help="The config's device: cuda (the default with a Hub model: on a GPU runner it refuses to train on the CPU), "
+    "auto (the default with --builtin: a GPU when one is visible, else the CPU) or cpu.",
+)
 @click.option("--force", is_flag=True, help="Overwrite OUT if it exists.")
-def init_config(out: str, training_type: str, tier: str, builtin: bool, force: bool) -> None:
+def init_config(  # click passes options as keywords
+    *, out: str, training_type: str, tier: str, builtin: bool, device: str | None, force: bool
+) -> None:
     """Write a sample config to OUT (its folders created): every key of the type's schema, each commented with
     its description, with its default or the sample's value."""
     from canary_action.config.load import write_sample_config
@@ -281,13 +290,15 @@ def init_config(out: str, training_type: str, tier: str, builtin: bool, force: b
         )
     if path.exists() and not force:
         raise UsageError(f"{path} exists", fix="choose another path, or pass --force to overwrite it")
-    write_output(path, write_sample_config(training_type, tier, builtin=builtin), flag="OUT", example="canary.yaml")
+    text = write_sample_config(training_type, tier, builtin=builtin, device=device)
+    write_output(path, text, flag="OUT", example="canary.yaml")
     assets = "builtin model and data: runs offline" if builtin else "model and data from the Hub"
     if training_type == "ppo" and not has_value_model_ppo():
         assets = "but the installed TRL has no value-model PPO: `canary run` refuses it"
         refusal = no_value_model_ppo()
         click.echo(f"note: {refusal.message}\n  fix: {refusal.fix}", err=True)
-    click.echo(f"wrote {path} ({training_type}, {tier} tier, {assets})")
+    chosen = device or ("auto" if builtin else "cuda")
+    click.echo(f"wrote {path} ({training_type}, {tier} tier, device {chosen}, {assets})")
 
 
 @cli.command("save-baseline")

@@ -10,14 +10,14 @@ tests load every type x tier x choice back through `load_config` and check that 
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Final, cast
+from typing import Any, Final, cast, get_args
 
 import yaml
 from pydantic import BaseModel
 
 from canary_action.config import messages
 from canary_action.config.blocks import DistributedConfig, FaultInjection, ProfilerConfig
-from canary_action.config.schema import FAMILIES, CommonConfig
+from canary_action.config.schema import FAMILIES, CommonConfig, Device
 from canary_action.config.thresholds import TIER_STEPS, TIERS, Tier
 from canary_action.errors import ConfigError
 
@@ -63,6 +63,13 @@ _VALUES: Final[dict[str, dict[str, Any]]] = {
     "ppo": {"max_prompt_length": 128, "reward_model": "EleutherAI/pythia-70m"},
     "custom": {"trainer_factory": "my_project.canary:build_trainer"},
 }
+#: What fails the gate and what only warns, said where a team first meets the config (README: "What fails").
+_VERDICTS: Final = (
+    "What fails and what warns: speed, memory and stability checks fail the gate (a NaN, a slower step, more "
+    "memory); so does the held-out evaluation, the trained model scored by the canary's own code on examples it "
+    "never trained on. The loss-curve, tail-loss, reward and KL checks only warn, since a changed loss may be the "
+    "point of a pull request: `fail_on_learning: true` under thresholds (at the end) makes them fail."
+)
 _CHEAP_REWARD = "Here: a cheap deterministic reward, so the canary measures the trainer, not a scorer."
 #: Why this sample picked a value, where the field's description cannot say it.
 _NOTES: Final = {
@@ -100,12 +107,17 @@ _BUILTIN_NOTES: Final = {
 }
 
 
-def write_sample_config(training_type: str, tier: str, *, builtin: bool = False) -> str:
+def write_sample_config(training_type: str, tier: str, *, builtin: bool = False, device: str | None = None) -> str:
     """The YAML text of a documented sample config for a real model (EleutherAI/pythia-70m) from the Hub, or,
-    with `builtin`, for a builtin model and dataset: a config that runs offline."""
+    with `builtin`, for a builtin model and dataset: a config that runs offline.
+
+    `device`: the sample's; default cuda for a Hub model (a gate on a GPU runner, which then refuses to train on
+    the CPU), auto for the builtin one (it runs anywhere, a laptop's CPU included)."""
     _check_choice("training type", training_type, list(FAMILIES))
     _check_choice("tier", tier, list(TIERS))
-    return _sample(training_type, cast(Tier, tier), builtin=builtin)
+    device = device or ("auto" if builtin else "cuda")
+    _check_choice("device", device, list(get_args(Device)))
+    return _sample(training_type, cast(Tier, tier), builtin=builtin, device=device)
 
 
 def _check_choice(what: str, value: str, choices: list[str]) -> None:
@@ -115,9 +127,9 @@ def _check_choice(what: str, value: str, choices: list[str]) -> None:
         raise ConfigError(f"unknown {what} {value!r}{hint}", fix=f"use one of {', '.join(choices)}")
 
 
-def _sample(training_type: str, tier: Tier, *, builtin: bool) -> str:
+def _sample(training_type: str, tier: Tier, *, builtin: bool, device: str) -> str:
     family = FAMILIES[training_type]
-    values = _values(training_type, tier, builtin=builtin)
+    values = {**_values(training_type, tier, builtin=builtin), "device": device}
     own_keys = tuple(key for key in family.model_fields if key not in CommonConfig.model_fields)
     steps = TIER_STEPS[tier]
     assets = "builtin model and data, random weights: no download" if builtin else "a model and data from the Hub"
@@ -126,6 +138,7 @@ def _sample(training_type: str, tier: Tier, *, builtin: bool) -> str:
         f"{assets}. Written by `canary init-config`; each comment is the key's documentation, each value its "
         "default or this sample's choice. Keys left out take their defaults; unknown keys are errors."
     )
+    out += ["", *_comment(_VERDICTS)]
     for title, keys in [*_SECTIONS[:5], (training_type, own_keys), _SECTIONS[5]]:
         out += ["", f"# --- {title} ---"]
         for key in keys:

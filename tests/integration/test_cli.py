@@ -296,7 +296,7 @@ def test_init_config_writes_a_config_that_loads(tmp_path: Path) -> None:
     out = tmp_path / "c.yaml"
     done = canary("init-config", out, "--type", "grpo", "--tier", "perf")
     assert done.returncode == 0, done.stderr
-    assert done.stdout == f"wrote {out} (grpo, perf tier, model and data from the Hub)\n"
+    assert done.stdout == f"wrote {out} (grpo, perf tier, device cuda, model and data from the Hub)\n"
     assert canary("init-config", out).returncode == 2  # exists: refused without --force
     from canary_action.config.load import load_config
 
@@ -311,11 +311,12 @@ def test_init_config_builtin_writes_an_offline_config_into_new_folders(training_
     done = canary("init-config", out, "--type", training_type, "--builtin", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     if training_type == "ppo" and not has_value_model_ppo():  # TRL removed value-model PPO after 1.12
-        assert done.stdout == f"wrote {out} (ppo, smoke tier, but the installed TRL has no value-model PPO: " \
-                              "`canary run` refuses it)\n"  # fmt: skip
+        assert done.stdout == f"wrote {out} (ppo, smoke tier, device auto, but the installed TRL has no value-model " \
+                              "PPO: `canary run` refuses it)\n"  # fmt: skip
         assert "use training_type: grpo or rloo" in done.stderr
     else:
-        assert done.stdout == f"wrote {out} ({training_type}, smoke tier, builtin model and data: runs offline)\n"
+        assert done.stdout == f"wrote {out} ({training_type}, smoke tier, device auto, builtin model and data: runs " \
+                              "offline)\n"  # fmt: skip
     assert "Traceback" not in done.stderr
     from canary_action.config.load import load_config
 
@@ -478,7 +479,8 @@ def test_the_command_line_is_frozen() -> None:
                              "--no-comment", "--update-status", "--no-status", "--comment-mode", "-o", "--output",
                              "--templates", "--trusted-config",
                              "--accept-config-change"]),  # issue 34: an incomparable PR run fails, unless accepted
-        "init-config": sorted(["out", "--type", "--tier", "--builtin", "--force"]),  # --builtin: issue 15 item 5
+        # --builtin: issue 15 item 5; --device: issue 35 (a Hub sample is for a GPU runner: cuda)
+        "init-config": sorted(["out", "--type", "--tier", "--builtin", "--device", "--force"]),
         # --format (terminal|markdown): as compare's, the walk-through after issue 15
         # --confirm-minutes: issue 33 (a speed failure confirmed by a second pair)
         "pair": sorted(["config", "--base", "--head", "-o", "--output-dir", "--set", "--chunk-steps", "--seed",

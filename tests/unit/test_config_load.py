@@ -868,6 +868,22 @@ def test_sample_uses_public_datasets_for_each_family() -> None:
     assert datasets["grpo"] == datasets["rloo"] == datasets["ppo"] == "trl-lib/tldr"
 
 
+def test_sample_device_fits_a_gpu_runner_and_says_what_fails() -> None:
+    """Issue 35: a Hub sample is for a GPU runner (cuda: it refuses the CPU rather than judge a CPU run), the
+    builtin one runs anywhere (auto); --device chooses; the header says which checks fail and which warn."""
+    hub, builtin = write_sample_config("dpo", "smoke"), write_sample_config("dpo", "smoke", builtin=True)
+    assert yaml.safe_load(hub)["device"] == "cuda"
+    assert yaml.safe_load(builtin)["device"] == "auto"
+    assert yaml.safe_load(write_sample_config("dpo", "smoke", device="cpu"))["device"] == "cpu"
+    for text in (hub, builtin):
+        header = " ".join(line.lstrip("# ") for line in text.split("\n\n# ---")[0].splitlines())
+        assert "held-out evaluation" in header
+        assert "only warn" in header
+        assert "`fail_on_learning: true`" in header
+    with pytest.raises(ConfigError, match="did you mean `cuda`"):
+        write_sample_config("dpo", "smoke", device="cudaa")
+
+
 def test_sample_for_an_unknown_type_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="did you mean `grpo`"):
         write_sample_config("grop", "smoke")
