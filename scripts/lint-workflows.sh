@@ -62,11 +62,11 @@ fi
 
 echo "-- check-jsonschema: workflows and action.yml against GitHub's schemas"
 "${bin}/check-jsonschema" --builtin-schema vendor.github-workflows "${all[@]}" || status=1
-"${bin}/check-jsonschema" --builtin-schema vendor.github-actions action.yml report/action.yml || status=1
+"${bin}/check-jsonschema" --builtin-schema vendor.github-actions action.yml report/action.yml python/action.yml || status=1
 
-# The report-only composite action runs steps of its own: zizmor audits it like a workflow.
-echo "-- zizmor --offline on report/action.yml"
-"${zizmor[@]}" --persona pedantic report/action.yml || status=1
+# The composite actions (report-only; the python action) run steps of their own: zizmor audits them like workflows.
+echo "-- zizmor --offline on report/action.yml and python/action.yml"
+"${zizmor[@]}" --persona pedantic report/action.yml python/action.yml || status=1
 
 echo "-- hadolint Dockerfile"
 "${bin}/hadolint" --no-color Dockerfile || status=1

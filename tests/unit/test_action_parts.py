@@ -21,9 +21,14 @@ from tests.report_cases import CASES
 
 
 def parse_outputs(text: str) -> dict[str, str]:
-    """GITHUB_OUTPUT read back the way the runner reads it (name<<DELIMITER ... DELIMITER)."""
+    """GITHUB_OUTPUT read back the way the runner reads it (name<<DELIMITER ... DELIMITER, or name=value: the
+    first of `=` and `<<` decides)."""
     values, lines = {}, iter(text.splitlines())
     for line in lines:
+        if "=" in line and ("<<" not in line or line.index("=") < line.index("<<")):
+            name, value = line.split("=", 1)
+            values[name] = value
+            continue
         name, delimiter = line.split("<<", 1)
         body = []
         for inner in lines:
