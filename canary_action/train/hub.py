@@ -40,8 +40,8 @@ _MARKER: Final[dict[Kind, str]] = {"model": "config.json", "tokenizer": "tokeniz
 _TRUE: Final = {"1", "ON", "YES", "TRUE"}
 #: The variables huggingface_hub reads for offline mode (the second is transformers' older name).
 _OFFLINE_VARIABLES: Final = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-#: The README's section on running without the Hub.
-OFFLINE_DOCS: Final = DOCS.replace("#readme", "#without-the-hugging-face-hub")
+#: The docs' section on running without the Hub.
+OFFLINE_DOCS: Final = DOCS.replace("#readme", "/blob/main/docs/configs.md#without-the-hugging-face-hub")
 
 
 @dataclass(frozen=True)

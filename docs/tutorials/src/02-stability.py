@@ -212,5 +212,5 @@ plt.show()
 # - Every check and its limits: [docs/compare.md](../compare.md). `nan_steps_allowed`, `inf_steps_allowed` and
 #   `grad_norm_spikes_allowed` are thresholds like any other; `fail_on_learning: true` makes the learning checks
 #   fail instead of warn.
-# - The non-finite guard and what the run records: the README's "What is measured".
+# - The non-finite guard and what the run records: docs/metrics.md.
 # - The [quickstart](01-quickstart.ipynb): baselines, comparison, the PR comment.

@@ -360,5 +360,5 @@ assert not calls["baseline"] - calls["slowed"], calls["baseline"] - calls["slowe
 #   [docs/compare.md](../compare.md).
 # - More regressions and their suspects — a slow data loader, a memory regression, a NaN, a straggler rank — and
 #   how to write the story up for your team: [04-root-cause.ipynb](04-root-cause.ipynb).
-# - Every config key, the profiler's included: `canary schema --config`, and the README's
-#   [Configs](../../README.md#configs) section.
+# - Every config key, the profiler's included: `canary schema --config`, and the
+#   [configs](../configs.md) page.
