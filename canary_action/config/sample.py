@@ -63,7 +63,7 @@ _VALUES: Final[dict[str, dict[str, Any]]] = {
     "ppo": {"max_prompt_length": 128, "reward_model": "EleutherAI/pythia-70m"},
     "custom": {"trainer_factory": "my_project.canary:build_trainer"},
 }
-#: What fails the gate and what only warns, said where a team first meets the config (and the README, "What it checks, and what fails").
+#: What fails the gate and what only warns, said where a team first meets the config (as the README says it).
 _VERDICTS: Final = (
     "What fails and what warns: speed, memory and stability checks fail the gate (a NaN, a slower step, more "
     "memory); so does the held-out evaluation, the trained model scored by the canary's own code on examples it "

@@ -1,7 +1,7 @@
 """CanaryConfig: the closed schema of a canary run, one class per algorithm family.
 
 A superset of the flat format users of rlhf-canary 0.1 already write: every old key keeps its name, default
-and meaning; new keys extend it. The docs live on the fields: `canary init-config` writes them as comments, docs/configs.md links there.
+and meaning; new keys extend it. The docs live on the fields: `canary init-config` writes them as comments.
 """
 
 from __future__ import annotations
