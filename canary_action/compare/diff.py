@@ -35,6 +35,10 @@ OTHER_FIELDS: Final = (
 # Config keys that never change what a run measures: names, paths and the wall-clock limit (a run that hits it
 # stops early, and run_status reports that). A changed key here is no explanation for anything.
 IGNORED_CONFIG_KEYS: Final = frozenset({"name", "description", "output_dir", "profiler.output_dir", "timeout_minutes"})
+#: What a pull request may change in its canary config and still be judged against the default branch's runs: the
+#: keys above, and `thresholds` (the default branch's are used anyway). Anything else fails its check in report mode
+#: unless a maintainer accepts the change (github/report_mode.py); docs/action.md lists these, a test checks it.
+PULL_REQUEST_MAY_CHANGE: Final = (*sorted(IGNORED_CONFIG_KEYS), "thresholds")
 MAX_VALUE_CHARS: Final = 80
 #: Keys newer configs always carry, with the value a config written before them meant: one process, torch's own
 #: thread count (`auto`: configs before cpu_threads left it to torch), and the GPU's time measured where there is

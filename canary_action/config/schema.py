@@ -120,7 +120,9 @@ class CommonConfig(StrictModel):
         description="Seed for weights of builtin models, data order and dropout (0 to 4,294,967,295, numpy's range).",
     )
     output_dir: str = Field(
-        "./canary_output", description="Where runs are written: <output_dir>/<run_id>/metrics.json."
+        "./canary_output",
+        description="Where `canary run` writes runs: <output_dir>/<run_id>/metrics.json (the action writes to its "
+        "output-dir input instead, and says so when this is set otherwise).",
     )
     # processes
     num_processes: Count = Field(

@@ -43,7 +43,10 @@ class ActionInputs(BaseModel):
 
     config: str = Field("canary.yaml", description="Path of the canary config, relative to the repository root.")
     tier: Tier = Field(
-        "smoke", description="Threshold tier: default, smoke, perf or nightly (rlhf-canary 0.1's tiers)."
+        "smoke",
+        description="Threshold tier: default, smoke, perf or nightly (rlhf-canary 0.1's tiers). Read wherever a run is "
+        "judged: modes run and report, and in mode measure by a lockstep pair (whether a failing pair runs its "
+        "confirming second pair): give measure and report the same.",
     )
     thresholds: str | None = Field(
         None, description="Path of a thresholds YAML file (base_tier plus overrides); empty for none."
@@ -133,7 +136,8 @@ class ActionInputs(BaseModel):
         None,
         pattern=f"^{FULL_SHA.pattern}$",
         description="report: the full SHA of a pull request commit whose canary config change a maintainer "
-        "accepted (anything but name, description and thresholds: steps, batch, model...); that commit is then "
+        "accepted (a key not in docs/action.md's list of what a pull request may change: steps, batch, model...); "
+        "that commit is then "
         "judged as measured. Empty: a measured config that differs from the default branch's is a failed check "
         "naming the change.",
     )

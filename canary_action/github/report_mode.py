@@ -249,10 +249,10 @@ def _config_change_notes(step: Step, target: Target, trusted: CanaryConfig, meas
     maintainer accepted the change for exactly this commit (`accept-config-change`): then a note says what
     changed."""
     from canary_action.compare.baselines import load_current
-    from canary_action.compare.diff import config_changes
+    from canary_action.compare.diff import PULL_REQUEST_MAY_CHANGE, config_changes
 
     changes = config_changes(trusted.model_dump(mode="json"), load_current(_judged_file(measured)).config)
-    changes = [c for c in changes if c.field.split(".", 1)[0] != "thresholds"]
+    changes = [c for c in changes if c.field.split(".", 1)[0] not in PULL_REQUEST_MAY_CHANGE]
     if not changes:
         return []
     listed = listed_changes(changes)

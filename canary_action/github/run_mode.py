@@ -41,6 +41,7 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
 
     inputs, ctx, log = step.inputs, step.ctx, step.log
     loaded = read_config(step)
+    _say_output_dir(step, loaded)
     step.templates = load_team_templates(
         step.inputs.templates, step.runner.workspace, step.log, step.runner.summary_path, publish=publish
     )
@@ -114,6 +115,19 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
     if crash is not None:
         log.annotate("error", crash.render(), title=crash.title)
     return step.exit_code(result.verdict)
+
+
+def _say_output_dir(step: Step, loaded: LoadedConfig) -> None:
+    """The config's output_dir is `canary run`'s; the action writes where its output-dir input says, and says so
+    when the config names another folder (a team that set it expects its runs there)."""
+    default = type(loaded.config).model_fields["output_dir"].default
+    if loaded.config.output_dir != default:
+        step.log.annotate(
+            "notice",
+            f"the config's output_dir ({loaded.config.output_dir}) is `canary run`'s: the action writes to its "
+            f"output-dir input, {step.inputs.output_dir}, which the upload step names",
+            title="rlhf-canary: output_dir",
+        )
 
 
 def newest_baseline_sha(result: CompareResult) -> str:

@@ -443,6 +443,18 @@ def test_a_job_that_must_see_a_gpu_and_does_not_fails_with_the_fix(runner: Runne
     assert "gpu: none" in check["output"]["summary"]
 
 
+def test_the_configs_output_dir_is_said_to_be_canary_runs(runner: Runner, fake_github: FakeGitHub) -> None:
+    """Issue 35: the action wrote to its output-dir and ignored the config's output_dir without a word."""
+    config = yaml.safe_load((runner.workspace / "canary.yaml").read_text())
+    (runner.workspace / "canary.yaml").write_text(yaml.safe_dump({**config, "output_dir": "our-runs"}))
+    done = runner.run("push", "push.json", ref="refs/heads/master")
+    assert done.code == 0, done.log
+    assert "the config's output_dir (our-runs) is `canary run`'s: the action writes to its output-dir input, " \
+        "canary-output" in done.log  # fmt: skip
+    quiet = runner.run("push", "push.json", ref="refs/heads/master", output_dir="our-runs")
+    assert "our-runs" in quiet.outputs["metrics-path"]
+
+
 @pytest.mark.usefixtures("gpu_machine")
 def test_gpu_none_and_device_cpu_train_where_the_config_says(runner: Runner, fake_github: FakeGitHub) -> None:
     fake_github.add_pull(number=2, head_sha=PR_HEAD)
