@@ -37,14 +37,7 @@ def training_args(setup: TrainingSetup[DPOConfig]) -> Any:
 def trainer_inputs(setup: TrainingSetup[DPOConfig]) -> dict[str, Any]:
     # ref_model=None: with LoRA, TRL disables the adapter for reference log-probs; without LoRA it reloads
     # the policy by path (setup.py makes that path local for builtin models).
-    return {
-        "model": setup.model,
-        "ref_model": None,
-        "train_dataset": prepare_dataset(setup.dataset, setup),
-        "processing_class": setup.tokenizer,
-        "peft_config": setup.peft_config,
-        "callbacks": setup.callbacks,
-    }
+    return {**setup.shared_inputs(lambda dataset: prepare_dataset(dataset, setup)), "ref_model": None}
 
 
 def build_trainer(setup: TrainingSetup[DPOConfig]) -> Any:

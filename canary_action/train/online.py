@@ -31,13 +31,9 @@ def trainer_inputs(setup: TrainingSetup[Any]) -> dict[str, Any]:
     config: OnlineRLConfig = setup.config
     reward_models, reward_tokenizers = setup.reward_model(config.reward_model)
     return {
-        "model": setup.model,
+        **setup.shared_inputs(lambda dataset: prepare_dataset(dataset, setup)),
         "reward_funcs": reward_functions(config.reward_funcs, max_new_tokens=config.max_new_tokens) + reward_models,
         "reward_processing_classes": [None] * len(config.reward_funcs) + reward_tokenizers,
-        "train_dataset": prepare_dataset(setup.dataset, setup),
-        "processing_class": setup.tokenizer,
-        "peft_config": setup.peft_config,
-        "callbacks": setup.callbacks,
     }
 
 

@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import importlib
 import os
+from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
@@ -164,6 +165,18 @@ class TrainingSetup(Generic[ConfigT]):
         processing_class, peft_config, callbacks; the reward functions for grpo and rloo). For a trainer_factory."""
         inputs: dict[str, Any] = self._family().trainer_inputs(self)
         return inputs
+
+    def shared_inputs(self, prepare: Callable[[Dataset], Dataset]) -> dict[str, Any]:
+        """What every TRL trainer of the canary gets besides `args`: the model, the data (`prepare`d for the family),
+        the tokenizer, LoRA, the canary's callbacks (each family's trainer_inputs adds its own)."""
+        model = self.model  # first: a run loads (and says it loads) the model, then the data
+        return {
+            "model": model,
+            "train_dataset": prepare(self.dataset),
+            "processing_class": self.tokenizer,
+            "peft_config": self.peft_config,
+            "callbacks": self.callbacks,
+        }
 
     def _family(self) -> ModuleType:
         return importlib.import_module(f"canary_action.train.{self.config.training_type}")

@@ -36,13 +36,7 @@ def training_args(setup: TrainingSetup[SFTConfig]) -> Any:
 
 
 def trainer_inputs(setup: TrainingSetup[SFTConfig]) -> dict[str, Any]:
-    return {
-        "model": setup.model,
-        "train_dataset": prepare_dataset(setup.dataset, setup),
-        "processing_class": setup.tokenizer,
-        "peft_config": setup.peft_config,
-        "callbacks": setup.callbacks,
-    }
+    return setup.shared_inputs(lambda dataset: prepare_dataset(dataset, setup))
 
 
 def build_trainer(setup: TrainingSetup[SFTConfig]) -> Any:

@@ -201,3 +201,17 @@ def test_the_adoption_pages_hold_half_the_words_they_did() -> None:
     words = {page: len((ROOT / page).read_text(encoding="utf-8").split()) for page in ADOPTION_PAGES}
     assert sum(words.values()) <= ADOPTION_WORDS, words
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 250
+
+
+def test_the_supported_stack_on_the_adoption_page_is_the_train_extras() -> None:
+    """The python action refuses a version outside these ranges (extras.unsupported_versions): the page says them."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    wanted = [f"{Requirement(r).name}{Requirement(r).specifier}" for r in extra["train"]]
+    text = (ROOT / "docs" / "adopt.md").read_text(encoding="utf-8")
+    listed = re.search(r"<!-- supported-stack:.*?-->\n(.*?)\n<!-- end -->", text, re.S)
+    assert listed is not None
+    assert re.findall(r"`([^`]+)`", listed.group(1)) == wanted

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.test_report_action import MARKETPLACE_DESCRIPTION
+from tests.unit.test_report_action import MARKETPLACE_DESCRIPTION, step_of
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTION = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
@@ -57,10 +57,6 @@ def test_the_python_action_mirrors_action_yml() -> None:
     assert len(PYTHON["description"]) <= MARKETPLACE_DESCRIPTION
 
 
-def _step(doc: dict[str, Any], step_id: str) -> dict[str, Any]:
-    return next(s for s in doc["runs"]["steps"] if s.get("id") == step_id)
-
-
 @pytest.mark.parametrize(
     ("change", "fragment"),
     [
@@ -68,13 +64,14 @@ def _step(doc: dict[str, Any], step_id: str) -> dict[str, Any]:
         (lambda d: d["inputs"]["tier"].update({"default": "perf"}), "input tier"),
         (lambda d: d["outputs"].pop("verdict"), "outputs differ"),
         (lambda d: d["outputs"]["verdict"].update({"value": "${{ steps.install.outputs.verdict }}"}), "outputs"),
-        (lambda d: _step(d, "canary")["env"].pop("INPUT_SETUP"), "INPUT_* env"),
-        (lambda d: _step(d, "install").update({"run": "pip install rlhf-canary"}), "install.py"),
-        (lambda d: _step(d, "canary").update({"run": "canary run canary.yaml"}), "entrypoint"),
-        (lambda d: _step(d, "canary")["env"].update({"CANARY_PYTHON": "python3"}), "CANARY_PYTHON"),
+        (lambda d: step_of(d, "canary")["env"].pop("INPUT_SETUP"), "INPUT_* env"),
+        (lambda d: step_of(d, "install").update({"run": "pip install rlhf-canary"}), "install.py"),
+        (lambda d: step_of(d, "canary").update({"run": "canary run canary.yaml"}), "entrypoint"),
+        (lambda d: step_of(d, "canary")["env"].update({"CANARY_PYTHON": "python3"}), "CANARY_PYTHON"),
     ],
 )
 def test_a_drifted_python_action_is_found(change: Any, fragment: str) -> None:
     drifted = copy.deepcopy(PYTHON)
     change(drifted)
-    assert any(fragment in p for p in problems_of(drifted, ACTION)), problems_of(drifted, ACTION)
+    found = problems_of(drifted, ACTION)
+    assert any(fragment in problem for problem in found), found

@@ -147,7 +147,8 @@ def test_the_report_action_installs_only_the_lock_and_mirrors_action_yml() -> No
     assert action_problems(REPORT, ACTION) == []
 
 
-def _step(report: dict[str, Any], step_id: str) -> dict[str, Any]:
+def step_of(report: dict[str, Any], step_id: str) -> dict[str, Any]:
+    """A composite action's step by its id (also tests/unit/test_python_action.py)."""
     return next(s for s in report["runs"]["steps"] if s.get("id") == step_id)
 
 
@@ -158,12 +159,12 @@ def _step(report: dict[str, Any], step_id: str) -> dict[str, Any]:
         (lambda r: r["inputs"].update({"python-version": {"description": "x"}}), "inputs differ"),
         (lambda r: r["inputs"]["tier"].update({"description": "Tier."}), "tier: description"),
         (lambda r: r["inputs"]["baseline-runs"].update({"default": "3"}), "baseline-runs: default"),
-        (lambda r: _step(r, "report")["env"].pop("INPUT_MEASURED_RUN_ID"), "INPUT_* env"),
-        (lambda r: _step(r, "report")["env"].update({"INPUT_MODE": "run"}), "INPUT_* env"),
-        (lambda r: _step(r, "install").update({"run": "python -m pip install rlhf-canary"}), "the only install"),
-        (lambda r: _step(r, "install").update({"run": _step(r, "install")["run"] + "\npip install x"}), "only"),
-        (lambda r: _step(r, "report").update({"run": "canary report"}), "action's checkout"),
-        (lambda r: _step(r, "python")["with"].update({"python-version": "3.11"}), "lock-report.sh locks for"),
+        (lambda r: step_of(r, "report")["env"].pop("INPUT_MEASURED_RUN_ID"), "INPUT_* env"),
+        (lambda r: step_of(r, "report")["env"].update({"INPUT_MODE": "run"}), "INPUT_* env"),
+        (lambda r: step_of(r, "install").update({"run": "python -m pip install rlhf-canary"}), "the only install"),
+        (lambda r: step_of(r, "install").update({"run": step_of(r, "install")["run"] + "\npip install x"}), "only"),
+        (lambda r: step_of(r, "report").update({"run": "canary report"}), "action's checkout"),
+        (lambda r: step_of(r, "python")["with"].update({"python-version": "3.11"}), "lock-report.sh locks for"),
     ],
 )
 def test_a_drifted_report_action_is_found(change: Any, fragment: str) -> None:
