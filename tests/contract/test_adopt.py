@@ -64,6 +64,15 @@ def test_the_quick_start_workflow_is_one_short_job_that_lints_clean(tmp_path: Pa
     action, _, ref = canary["uses"].partition("@")
     assert action == "rlhf-canary/rlhf-canary/python"
     assert re.fullmatch(r"[0-9a-f]{40}", ref), "pinned to a commit until a release exists"
+    text = PAGE.read_text(encoding="utf-8")
+    assert f'pip install "rlhf-canary @ git+https://github.com/rlhf-canary/rlhf-canary@{ref}"' in text, "one commit"
+    shallow = subprocess.run(
+        ["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if shallow.stdout.strip() == "false":  # the pinned commit is one of this repository's, and has the python action
+        for path in ("python/action.yml", "python/install.py", "entrypoint/main.py"):
+            found = subprocess.run(["git", "cat-file", "-e", f"{ref}:{path}"], cwd=ROOT, check=False)
+            assert found.returncode == 0, f"the pinned commit {ref} has no {path}"
     upload = job["steps"][-1]
     assert upload["with"]["name"] == "${{ steps.canary.outputs.artifact-name }}"
     path = tmp_path / ".github" / "workflows" / "canary.yml"
