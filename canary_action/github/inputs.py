@@ -84,8 +84,9 @@ class ActionInputs(BaseModel):
     setup: str | None = Field(
         None,
         description="A shell command run in the checked-out repository before training, installing what its "
-        "code needs into an environment over the image's (e.g. pip install -r requirements.txt); with a lockstep "
-        "baseline, once per side.",
+        "code needs into an environment of its own over the job's packages (the image's; the python action's: "
+        "yours), e.g. pip install -r requirements.txt, or pip install --no-deps . for your package; with a "
+        "lockstep baseline, once per side, each in its own.",
     )
     gpu: Literal["auto", "required", "none"] = Field(
         "auto",
