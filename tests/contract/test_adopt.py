@@ -126,7 +126,13 @@ def team_repository(runner: Runner, tmp: Path) -> tuple[Path, str]:
 
 
 def run_composite(
-    action_dir: Path, given: dict[str, str], runner: Runner, payload: Path, team_python: Path
+    action_dir: Path,
+    given: dict[str, str],
+    runner: Runner,
+    payload: Path,
+    team_python: Path,
+    *,
+    event: str = "pull_request",
 ) -> tuple[int, str, dict[str, str]]:
     """A composite action's steps as the runner runs them: `${{ }}` rendered in env and run, each step in
     `bash --noprofile --norc -eo pipefail`, GITHUB_ACTION_PATH its folder, a GITHUB_OUTPUT per step, the outputs
@@ -135,8 +141,8 @@ def run_composite(
     token = runner.fake.token
     inputs = {n: given.get(n, str(s.get("default", "")).replace("${{ github.token }}", token))
               for n, s in doc["inputs"].items()}  # fmt: skip
-    job = {k: v for k, v in runner.env("pull_request", payload, {}, "refs/pull/2/merge").items()
-           if not k.startswith("INPUT_")}  # fmt: skip
+    ref = "refs/pull/2/merge" if event == "pull_request" else "refs/heads/master"
+    job = {k: v for k, v in runner.env(event, payload, {}, ref).items() if not k.startswith("INPUT_")}
     temp = runner.tmp / "runner-temp"
     temp.mkdir(exist_ok=True)
     (team_python.parent / "python3").exists() or (team_python.parent / "python3").symlink_to(team_python)
@@ -208,3 +214,40 @@ def test_the_docker_actions_entrypoint_trains_the_same_pull_request(fake_github:
     code, log, outputs = run_entrypoint_with(runner, payload, config="canary.yaml")
 
     assert_published_a_paired_verdict(fake_github, head, code, log, outputs)
+
+
+@pytest.mark.training
+def test_a_team_package_installed_in_the_environment_is_trained_from_the_checkout_through_setup(
+    fake_github: FakeGitHub, tmp_path: Path
+) -> None:
+    """The walk-through's trap: the team's package is installed in its environment (non-editable), so the checkout's
+    copy would never be imported. The canary refuses that run, naming the fix; with the fix (`setup`, an environment
+    of its own over the job's packages) it trains the checkout's copy."""
+    runner = Runner(fake_github, tmp_path)
+    team_repository(runner, tmp_path)
+    (runner.workspace / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools>=69"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        '[project]\nname = "team-dpo"\nversion = "1.0"\n\n[tool.setuptools]\npackages = ["team_dpo"]\n',
+        encoding="utf-8",
+    )
+    team_python = team_environment(tmp_path)
+    subprocess.run(
+        [str(team_python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(runner.workspace)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    payload = ROOT / "tests" / "fixtures" / "webhooks" / "push.json"
+    given = {"config": "canary.yaml", "baseline": "artifacts"}
+
+    code, log, _ = run_composite(ROOT / "python", given, runner, payload, team_python, event="push")
+
+    assert code == 2, log[-4000:]
+    assert "team_dpo is imported from" in log
+    assert "an installed copy, not from the checked-out repository" in log
+
+    fixed = {**given, "setup": "pip install -q --no-deps --no-build-isolation ."}
+    code, log, outputs = run_composite(ROOT / "python", fixed, runner, payload, team_python, event="push")
+
+    assert code == 0, log[-4000:]
+    assert outputs["verdict"] == "neutral"  # main's first run: nothing to compare with yet
+    metrics = (runner.workspace / outputs["metrics-path"]).read_text(encoding="utf-8")
+    assert '"team-dpo":"1.0"' in metrics.replace(" ", "")  # the setup environment's package, recorded
