@@ -65,7 +65,7 @@ def test_the_quick_start_workflow_is_one_short_job_that_lints_clean(tmp_path: Pa
     assert action == "rlhf-canary/rlhf-canary/python"
     assert re.fullmatch(r"[0-9a-f]{40}", ref), "pinned to a commit until a release exists"
     text = PAGE.read_text(encoding="utf-8")
-    assert f'pip install "rlhf-canary[train] @ git+https://github.com/rlhf-canary/rlhf-canary@{ref}"' in text, "one SHA"
+    assert f'"rlhf-canary[train] @ git+https://github.com/rlhf-canary/rlhf-canary@{ref}"' in text, "one SHA"
     shallow = subprocess.run(
         ["git", "rev-parse", "--is-shallow-repository"], cwd=ROOT, capture_output=True, text=True, check=False
     )
