@@ -310,6 +310,11 @@ class FactoryConfig(CommonConfig):
         return value
 
 
+def factory_of(config: CommonConfig) -> str | None:
+    """The team's trainer_factory a config names, or None (a type without one, PPO, or none set)."""
+    return config.trainer_factory if isinstance(config, FactoryConfig) else None
+
+
 class SFTConfig(FactoryConfig):
     training_type: Literal["sft"]
     packing: bool = Field(False, description="Pack several examples into each sequence (SFT).")

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from canary_action.config.schema import CommonConfig, CustomConfig, OnlineRLConfig, PPOConfig
+from canary_action.config.schema import CommonConfig, CustomConfig, OnlineRLConfig, PPOConfig, factory_of
 from canary_action.errors import ConfigError
 from canary_action.train import hub, rewards
 from canary_action.train.builtin import catalog
@@ -29,7 +29,7 @@ def check(config: CommonConfig, *, announce: Callable[[str], None] | None = None
     The team's modules are looked up on this process's import path, which holds the run's code tree
     (run_canary appends it, as every process of the run does).
     """
-    factory = getattr(config, "trainer_factory", None)
+    factory = factory_of(config)
     if factory is not None:
         rewards.find_module(factory, key="trainer_factory")
     if isinstance(config, OnlineRLConfig):

@@ -25,7 +25,7 @@ from transformers.trainer_callback import PrinterCallback
 
 from canary_action import __version__
 from canary_action.config.load import LoadedConfig, config_hash
-from canary_action.config.schema import CommonConfig
+from canary_action.config.schema import CommonConfig, factory_of
 from canary_action.errors import CanaryError
 from canary_action.fingerprint import collect_environment, git_revision
 from canary_action.metrics import schema as m
@@ -108,8 +108,9 @@ class CanaryRun:
             family = family_module(config.training_type)
             family.preflight(config)
             # A team's own trainer of this type: built by its function, counted as the type counts.
-            builder = custom if getattr(config, "trainer_factory", None) else family
-            builder.preflight(config)
+            builder = custom if factory_of(config) is not None else family
+            if builder is not family:
+                builder.preflight(config)
             if self.rank is not None and config.device != "cpu" and torch.cuda.is_available():
                 torch.cuda.set_device(self.rank.local_rank)  # before placement: each rank measures its own GPU
             self.placement = placement = resolve_placement(config)

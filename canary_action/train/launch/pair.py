@@ -307,14 +307,15 @@ def _start_order(sides: list[_Side], rng: random.Random) -> list[_Side]:
 def _head_waits_for_downloads(head: _Side) -> bool:
     """A head side of its own user writes no shared cache: what its config loads from the Hub (or a custom
     factory's, which may) is downloaded by the base side first, which loads before it starts."""
+    from canary_action.config.schema import factory_of
     from canary_action.train import hub
     from canary_action.train.precheck import loaded_names
 
     if head.identity.uid is None:
         return False
     config = head.loaded.config
-    factory = getattr(config, "trainer_factory", None)  # a team's function may load from the Hub itself
-    return factory is not None or any(hub.on_hub(n.name, n.kind) for n in loaded_names(config))
+    # a team's function may load from the Hub itself
+    return factory_of(config) is not None or any(hub.on_hub(n.name, n.kind) for n in loaded_names(config))
 
 
 def pair_cpus(loaded: LoadedConfig) -> set[int]:
