@@ -1,19 +1,23 @@
 """Every GPU check of rlhf-canary in one call: run by scripts/gpu-check.sh (which installs what is missing).
 
-    python scripts/gpu_check.py [-o DIR] [--cpu]
+    python scripts/gpu_check.py [-o DIR] [--cpu] [--only runs,pairs,tests,overhead]
 
-On one H100/H200 it should finish in about 7 minutes and prints a markdown table (also DIR/gpu-check.md, with
-the figures in DIR/gpu-check.json):
+On one H100/H200 it takes about 10 minutes (8.6 on an H200, 2026-11-28, for all but the last pair; the device
+tool's calls stop at 10: run `--only runs,tests` and `--only pairs,overhead` as two calls on one warm machine)
+and prints a markdown table (also DIR/gpu-check.md, with the figures in DIR/gpu-check.json, written after each
+check):
 
 - env: `canary env --json` (GPU, driver, CUDA, torch, trl);
-- each GPU config (configs/gpu/*.yaml): wall time, time to step 1, median step, NVML utilisation, the GPU's busy
-  share and time per step, kernels per step; the small DPO config runs with a profiler window: trace size;
-- lockstep pairs of the small DPO config (host-bound): A/A; a planted +5 % host slowdown (a sleep of 5 % of the
-  A/A step, fault_injection.sleep_s_per_step); a planted GPU-only slowdown (4096x4096 bf16 products the host
-  never waits for, fault_injection.gpu_matmuls_per_step, sized to +20 % of the A/A GPU time): verdict, step_time
-  and gpu_time with their intervals;
-- the canary's overhead against bare TRL (benchmarks/overhead.py, GPU clock included);
-- the tests marked `gpu` (tests/gpu).
+- runs: each GPU config (configs/gpu/*.yaml): wall time, time to step 1, median step, NVML utilisation, the GPU's
+  busy share and time per step, kernels per step; the small DPO config runs with a profiler window: trace size;
+- pairs: on the small DPO config (host-bound), an A/A pair and a planted GPU-only slowdown (4096x4096 bf16
+  products the host never waits for, fault_injection.gpu_matmuls_per_step, sized to +20 % of the A/A GPU time by
+  products timed on a warm GPU); on the loaded SFT config (GPU-bound, its step time precise), a planted +5 % host
+  slowdown (a sleep of 5 % of its step after the device has finished, fault_injection.sleep_s_per_step) and the
+  GPU clock's own cost (CUPTI): a pair without it (`gpu_time: false`) and with it. Each: verdict, step_time and
+  gpu_time with their intervals;
+- tests: the tests marked `gpu` (tests/gpu);
+- overhead: the canary's overhead against bare TRL (benchmarks/overhead.py, GPU clock included).
 
 `--cpu` runs the same path on the CPU with the tiny configs and few steps (what CI can check of this script):
 no GPU-only pair, no gpu tests. Each check that fails is a row saying so; the others still run.
@@ -36,6 +40,7 @@ from typing import Any, Final
 
 REPO: Final = Path(__file__).resolve().parent.parent
 HOST_BOUND: Final = "configs/gpu/pythia-70m-dpo-builtin.yaml"
+GPU_BOUND: Final = "configs/gpu/smollm-135m-sft-loaded.yaml"
 GPU_CONFIGS: Final = (
     HOST_BOUND, "configs/gpu/smollm-135m-sft-builtin.yaml", "configs/gpu/pythia-70m-dpo-loaded.yaml",
     "configs/gpu/smollm-135m-sft-loaded.yaml",
@@ -43,6 +48,7 @@ GPU_CONFIGS: Final = (
 CPU_CONFIGS: Final = ("configs/tiny/dpo.yaml",)
 HOST_SLOWDOWN: Final = 0.05
 GPU_SLOWDOWN: Final = 0.20
+PARTS: Final = ("runs", "pairs", "tests", "overhead")
 PROFILED: Final = ["--set", "profiler.enabled=true", "--set", "profiler.start_step=20", "--set", "profiler.num_steps=5"]
 
 
@@ -53,6 +59,10 @@ class Plan:
     cpu: bool
     configs: Sequence[str]
     pair_config: str
+    """The host-bound config: the A/A pair and the GPU-only slowdown (which its host never waits for)."""
+    speed_config: str
+    """The GPU-bound config: the host +5 % and the GPU clock's cost, judged by step time. On the H200 (2026-11-28)
+    the host-bound config's rounds spread 17 %: no pair of it resolves 5 %."""
     run_steps: int
     pair_steps: int
     overhead: Sequence[str]
@@ -63,14 +73,19 @@ class Plan:
     @classmethod
     def of(cls, cpu: bool) -> Plan:
         if cpu:
-            return cls(True, CPU_CONFIGS, CPU_CONFIGS[0], 26, 24, ["--pairs", "1", "--steps", "6"], 0)
-        return cls(False, GPU_CONFIGS, HOST_BOUND, 40, 40, ["--pairs", "3", "--steps", "20"], 30)
+            return cls(True, CPU_CONFIGS, CPU_CONFIGS[0], CPU_CONFIGS[0], 26, 24, ["--pairs", "1", "--steps", "6"], 0)
+        return cls(False, GPU_CONFIGS, HOST_BOUND, GPU_BOUND, 40, 40, ["--pairs", "3", "--steps", "20"], 30)
 
 
 @dataclass
 class Report:
+    out: Path
     rows: list[tuple[str, str, str]] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
+
+    def write(self) -> None:
+        (self.out / "gpu-check.md").write_text(self.markdown(), encoding="utf-8")
+        (self.out / "gpu-check.json").write_text(json.dumps(self.figures, indent=2, default=str), encoding="utf-8")
 
     def add(self, check: str, result: str, detail: str = "", **figures: Any) -> None:
         self.rows.append((check, result, detail))
@@ -89,13 +104,15 @@ def canary(*args: str, cwd: Path = REPO, timeout: float = 600) -> subprocess.Com
 
 
 def guarded(report: Report, check: str, work: Callable[[], None]) -> None:
-    """One check; a failure becomes its row, and the script goes on."""
+    """One check; a failure becomes its row, and the script goes on. The table so far is written after each check:
+    a run cut short by its machine's time limit still leaves what it measured."""
     start = time.perf_counter()
     try:
         work()
     except Exception as error:  # every check reports, whatever broke in it
         report.add(check, "failed", f"{type(error).__name__}: {str(error)[-300:]}")
     print(f"[gpu-check] {check}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+    report.write()
 
 
 def check_env(report: Report) -> None:
@@ -144,11 +161,16 @@ def run_config(report: Report, config: str, out: Path, steps: int, extra: Sequen
     return figures
 
 
-def make_tree(root: Path, config: str, steps: int, faults: dict[str, float] | None = None) -> Path:
-    """A code tree holding the config as canary.yaml (with the planted fault, when given)."""
+def make_tree(
+    root: Path, config: str, steps: int, faults: dict[str, float] | None = None, *, gpu_time: bool = True
+) -> Path:
+    """A code tree holding the config as canary.yaml (with the planted fault, when given; without the GPU clock when
+    gpu_time is false)."""
     root.mkdir(parents=True, exist_ok=True)
     lines = (REPO / config).read_text(encoding="utf-8").splitlines()
     text = "\n".join(line for line in lines if not line.startswith("max_steps:")) + f"\nmax_steps: {steps}\n"
+    if not gpu_time:
+        text += "gpu_time: false\n"
     if faults:
         text += "fault_injection:\n" + "".join(f"  {k}: {v}\n" for k, v in faults.items())
     (root / "canary.yaml").write_text(text, encoding="utf-8")
@@ -197,45 +219,48 @@ def pairs(report: Report, plan: Plan, out: Path) -> None:
     base = make_tree(trees / "base", plan.pair_config, plan.pair_steps)
     aa = run_pair(report, plan, "A/A", base, base, out=out / "pairs")
     side = json.loads((aa["dir"] / "base" / "metrics.json").read_text())["summary"]
-    sleep = round(HOST_SLOWDOWN * side["step_time_s"]["median"], 4)
-    host = make_tree(trees / "host5", plan.pair_config, plan.pair_steps, {"sleep_s_per_step": sleep})
-    guarded(
-        report,
-        "pair host +5 %",
-        lambda: run_pair(report, plan, f"host +5 % ({1000 * sleep:.1f} ms sleep)", base, host, out=out / "pairs"),
-    )
     if plan.cpu:
         report.add("pair GPU-only +20 %", "skipped", "no GPU (--cpu)")
-        return
-    busy = side.get("gpu_busy_median_s")
-    if not busy:
+    elif not side.get("gpu_busy_median_s"):
         report.add("pair GPU-only +20 %", "skipped", "the A/A pair recorded no GPU time")
+    else:
+        count = max(1, round(GPU_SLOWDOWN * side["gpu_busy_median_s"] / product_s()))
+        gpu = make_tree(trees / "gpu20", plan.pair_config, plan.pair_steps, {"gpu_matmuls_per_step": count})
+        guarded(
+            report,
+            "pair GPU-only +20 %",
+            lambda: run_pair(report, plan, f"GPU-only +20 % ({count} products)", base, gpu, out=out / "pairs"),
+        )
+    # Step time's checks on the config whose step time is precise: its step from this script's run of it.
+    if plan.speed_config == plan.pair_config:
+        step_s = side["step_time_s"]["median"]
+    else:  # from this call's run of it, else a short run now (`--only pairs`)
+        speed_run = report.figures.get(f"run {Path(plan.speed_config).stem}")
+        step_s = (speed_run or run_config(report, plan.speed_config, out / "runs", 20))["step_s"]
+    speed = make_tree(trees / "speed", plan.speed_config, plan.pair_steps)
+    sleep = round(HOST_SLOWDOWN * step_s, 4)
+    host = make_tree(trees / "host5", plan.speed_config, plan.pair_steps, {"sleep_s_per_step": sleep})
+    label = f"host +5 % ({1000 * sleep:.1f} ms sleep, {Path(plan.speed_config).stem})"
+    guarded(report, "pair host +5 %", lambda: run_pair(report, plan, label, speed, host, out=out / "pairs"))
+    if plan.cpu:
         return
-    count = max(1, round(GPU_SLOWDOWN * busy / product_s()))
-    gpu = make_tree(trees / "gpu20", plan.pair_config, plan.pair_steps, {"gpu_matmuls_per_step": count})
+    # CUPTI's cost inside a measured step: the same config without the GPU clock (base) and with it (head); the
+    # pair's step_time effect is the clock's cost.
+    bare = make_tree(trees / "no-gpu-clock", plan.speed_config, plan.pair_steps, gpu_time=False)
     guarded(
         report,
-        "pair GPU-only +20 %",
-        lambda: run_pair(report, plan, f"GPU-only +20 % ({count} products)", base, gpu, out=out / "pairs"),
+        "pair GPU clock cost",
+        lambda: run_pair(report, plan, "GPU clock cost (gpu_time false → true)", bare, speed, out=out / "pairs"),
     )
 
 
 def product_s() -> float:
-    """GPU time of one planted 4096x4096 bf16 product (CUDA events over a batch of them)."""
+    """GPU time of one planted 4096x4096 bf16 product on a GPU at its working clock (PlantedWork.device_timings_s)."""
     import torch
 
     from canary_action.train.instrument import PlantedWork
 
-    work = PlantedWork.gpu_only(50)
-    device = torch.device("cuda")
-    work.run(device)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    work.run(device)
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / 1000 / 50
+    return statistics.median(PlantedWork.gpu_only(50).device_timings_s(torch.device("cuda")))
 
 
 def overhead(report: Report, plan: Plan) -> None:
@@ -266,27 +291,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-o", "--output", type=Path, default=Path(os.environ.get("OUT", "gpu-check-out")))
     parser.add_argument("--cpu", action="store_true", help="the same path on the CPU: tiny configs, few steps")
+    parser.add_argument(
+        "--only", default=",".join(PARTS), help=f"the parts to run, comma-separated, of {', '.join(PARTS)} (all)"
+    )
     args = parser.parse_args(argv)
     plan = Plan.of(args.cpu)
     out = args.output.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    report = Report()
+    report = Report(out)
+    parts = {part.strip() for part in args.only.split(",") if part.strip()}
+    if parts - set(PARTS):
+        parser.error(f"--only: {', '.join(sorted(parts - set(PARTS)))} is not one of {', '.join(PARTS)}")
     guarded(report, "env", lambda: check_env(report))
-    for config in plan.configs:
+    for config in plan.configs if "runs" in parts else ():
         extra = PROFILED if config == plan.pair_config else ()
         guarded(
             report,
             f"run {Path(config).stem}",
             lambda c=config, e=extra: run_config(report, c, out / "runs", plan.run_steps, e),
         )
-    guarded(report, "pairs", lambda: pairs(report, plan, out))
-    guarded(report, "overhead vs bare TRL", lambda: overhead(report, plan))
-    if not plan.cpu:
+    if "pairs" in parts:
+        guarded(report, "pairs", lambda: pairs(report, plan, out))
+    if "tests" in parts and not plan.cpu:
         guarded(report, "tests marked gpu", lambda: gpu_tests(report))
-    table = report.markdown()
-    print(table)
-    (out / "gpu-check.md").write_text(table, encoding="utf-8")
-    (out / "gpu-check.json").write_text(json.dumps(report.figures, indent=2, default=str), encoding="utf-8")
+    if "overhead" in parts:
+        guarded(report, "overhead vs bare TRL", lambda: overhead(report, plan))
+    report.write()
+    print(report.markdown())
     return 1 if any(result == "failed" for _, result, _ in report.rows) else 0
 
 

@@ -121,7 +121,9 @@ class FaultInjection(StrictModel):
         ge=0,
         le=60,
         description="Sleep this long inside every step's loss computation (at most 60 s): a planted blocking wait, "
-        "timed as compute. A sleeping process hands the CPU back, so the rest of its step may run at another speed: "
+        "timed as compute. On a GPU the sleep starts once the device has finished the work enqueued so far, so the GPU "
+        "waits for it even when the step is GPU-bound (a host slowdown that the GPU's work cannot hide). A sleeping "
+        "process hands the CPU back, so the rest of its step may run at another speed: "
         "for a slowdown that costs compute as a real regression does, use extra_matmuls_per_step; for a slow data "
         "pipeline, slow_data_s_per_step.",
     )

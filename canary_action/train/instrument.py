@@ -115,6 +115,9 @@ def _wrap_compute_loss(
         if slept_in_step != step:  # once per step, not per micro-batch
             slept_in_step = step
             if sleep_s:
+                # On a GPU the wait starts when the device is idle: sleeping while it still runs the forward pass
+                # would hide the sleep in a GPU-bound step, and the planted +5 % would plant nothing.
+                _synchronize(_device_of(result))
                 time.sleep(sleep_s)
             if busy is not None:
                 busy.run(_device_of(result))
@@ -173,6 +176,27 @@ class PlantedWork:
             for _ in range(self.count):
                 torch.mm(a, b)  # the same operands each time: constant cost, no overflow or denormals
 
+    def device_timings_s(self, device: torch.device, rounds: int = 5, warm_s: float = 0.5) -> list[float]:
+        """GPU seconds per product on `device`, one figure per round of `count` products, by CUDA events around
+        each round. The GPU first works for `warm_s` of wall time: an idle GPU runs at a fraction of its clock (an
+        H200 at 345 of 1,980 MHz), so products timed cold measured several times their steady cost and sized a
+        planted +20 % at one product (the H200 check, 2026-11-28, docs/benchmarks.md#gpu-check)."""
+        self.run(device)
+        torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        while time.perf_counter() - start < warm_s:
+            self.run(device)
+            torch.cuda.synchronize(device)
+        times = []
+        for _ in range(rounds):
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+            begin.record()
+            self.run(device)
+            end.record()
+            torch.cuda.synchronize(device)
+            times.append(begin.elapsed_time(end) / 1000 / self.count)
+        return times
+
     @classmethod
     def timings_s(cls, rounds: int = 5, per_round: int = 200) -> list[float]:
         """Seconds per planted product on the CPU on one thread (as the canary trains), one figure per round of
@@ -187,6 +211,11 @@ class PlantedWork:
             work.run(device)
             times.append((time.perf_counter() - start) / per_round)
         return times
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _device_of(result: Any) -> torch.device:

@@ -32,3 +32,13 @@ def test_the_gpu_check_runs_every_check_on_the_cpu_path(tmp_path: Path) -> None:
     assert figures["pair A/A"]["step_time"]["status"] in ("pass", "warn", "fail")  # judged, whatever the load
     assert figures["pair A/A"]["step_time"]["interval"]
     assert figures["run dpo"]["trace_json_mb"] > figures["run dpo"]["trace_mb"] > 0
+
+
+def test_a_part_that_does_not_exist_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "scripts/gpu_check.py", "--cpu", "--only", "runs,pear", "-o", str(tmp_path)],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "pear is not one of runs, pairs, tests, overhead" in done.stderr
+    assert not (tmp_path / "gpu-check.md").exists()
