@@ -50,6 +50,8 @@ def run_summary(metrics: Metrics, path: Path) -> str:
     # A window the run stopped before (or inside): the notice train/profiler.py wrote says what is missing.
     shortfall = [notice.removeprefix("profiler: ") for notice in metrics.notices if notice.startswith("profiler: ")]
     lines += [f"  profiler        {notice}" for notice in shortfall]
+    # What was captured for `canary replay`, its bytes and its cost (train/capture.py).
+    lines += [f"  capture         {n.removeprefix('capture: ')}" for n in metrics.notices if n.startswith("capture: ")]
     lines.append(f"  metrics         {path}")
     return "\n".join(lines)
 

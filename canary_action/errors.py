@@ -115,6 +115,12 @@ class ResultFileError(MetricsFileError):
     title = "unreadable compare result"
 
 
+class CaptureError(MetricsFileError):
+    """A captured step (a run's captures/, maybe from an artifact: untrusted data) cannot be read or replayed."""
+
+    title = "capture refused"
+
+
 class ArtifactError(MetricsFileError):
     """A measured run's artifact (made by pull request code: untrusted data) was refused in report mode."""
 

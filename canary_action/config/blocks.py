@@ -1,4 +1,4 @@
-"""The nested blocks of a canary config: `profiler`, `heldout`, `fault_injection` and `distributed`, and the
+"""The nested blocks of a canary config: `profiler`, `heldout`, `capture`, `fault_injection` and `distributed`, and the
 strictness every part of the config shares (config/schema.py puts them together)."""
 
 from __future__ import annotations
@@ -91,6 +91,43 @@ class HeldoutConfig(StrictModel):
     batch_size: Count = Field(16, ge=1, le=1024, description="Examples per evaluation batch (at most 1,024).")
 
 
+class CaptureConfig(StrictModel):
+    """What `canary replay` replays: chosen steps' batches, exactly as the model received them (docs/replay.md).
+    Without this block a run still captures its first NaN/Inf step."""
+
+    steps: list[Annotated[Count, Field(ge=1, le=MAX_STEPS)]] = Field(
+        default_factory=list,
+        max_length=100,
+        description=f"Capture these optimizer steps (at most 100 steps, each at most {MAX_STEPS:,}).",
+    )
+    on_non_finite: bool = Field(
+        True, description="Capture the first step whose loss is NaN or Inf (before its update: replayable)."
+    )
+    on_grad_spike: Number | None = Field(
+        None,
+        gt=1,
+        le=1_000_000,
+        description="Capture a step whose gradient norm is more than this many times the median of the steps "
+        "before it (from step 5; costs one gradient norm and a synchronisation a step); null: off.",
+    )
+    on_slow_step: Number | None = Field(
+        None,
+        gt=1,
+        le=1_000,
+        description="Capture a step that took more than this many times the median step before it (from step 5; "
+        "known only when the step ends, so its weights are those after the update: replayed for time, not for its "
+        "loss); null: off.",
+    )
+    max_captures: Count = Field(8, ge=1, le=1000, description="At most this many steps captured per process.")
+    max_step_bytes: Count = Field(
+        64 * 2**20,
+        ge=2**16,
+        le=2**34,
+        description="At most this many bytes for one step's batches and weights (64 MiB; weights past it are left "
+        "out, and the replay starts from the run's initial weights: timed, its loss not comparable).",
+    )
+
+
 class FaultInjection(StrictModel):
     """Planted faults, to prove the gate catches them (a canary for the canary). Never set in a real gate."""
 
@@ -99,6 +136,14 @@ class FaultInjection(StrictModel):
         ge=1,
         le=MAX_STEPS,
         description=f"Multiply the loss by NaN at this optimizer step (at most {MAX_STEPS:,}).",
+    )
+    precision_loss_at_step: Count | None = Field(
+        None,
+        ge=1,
+        le=MAX_STEPS,
+        description=f"At this optimizer step (at most {MAX_STEPS:,}), multiply the loss by 1 + (log(1 - x) - "
+        "log(1 - x)) with x = 1 - 1e-4 in the model's dtype: exactly 1 in fp32, NaN in bf16 and fp16 (x rounds to "
+        "1): a planted precision fault, for `canary replay --variant dtype=fp32` to tell apart (docs/replay.md).",
     )
     crash_at_step: Count | None = Field(
         None, ge=1, le=MAX_STEPS, description=f"Raise an exception during this optimizer step (at most {MAX_STEPS:,})."

@@ -15,6 +15,7 @@ from canary_action.config.blocks import (
     MAX_NEW_TOKENS,
     MAX_STEPS,
     MAX_TOKENS,
+    CaptureConfig,
     DistributedConfig,
     FaultInjection,
     HeldoutConfig,
@@ -167,6 +168,10 @@ class CommonConfig(StrictModel):
         None,
         description="Comparison thresholds for this canary: the keys of a thresholds file, base_tier included, "
         "merged last, over the compare-time tier and file (docs/compare.md).",
+    )
+    capture: CaptureConfig = Field(
+        default_factory=CaptureConfig,
+        description="Steps captured for `canary replay` (docs/replay.md); by default only the first NaN/Inf step.",
     )
     fault_injection: FaultInjection | None = Field(None, description="Planted faults for testing the gate itself.")
 

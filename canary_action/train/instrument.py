@@ -21,6 +21,7 @@ import torch
 
 from canary_action.config.blocks import FaultInjection
 from canary_action.train.callback import StepCounters
+from canary_action.train.capture import StepCapture
 from canary_action.train.probes import DeviceProbe
 
 #: (tokens, samples) of one batch as the family's trainer sees it in compute_loss.
@@ -37,10 +38,12 @@ def instrument(
     probe: DeviceProbe,
     count_batch: BatchCounter,
     faults: FaultInjection | None,
+    *,
+    capture: StepCapture | None = None,
 ) -> None:
     data_delay_s = faults.slow_data_s_per_step if faults is not None else 0.0
     _wrap_data_wait(trainer, counters, data_delay_s)
-    _wrap_compute_loss(trainer, counters, count_batch, faults)
+    _wrap_compute_loss(trainer, counters, count_batch, faults, capture)
     if hasattr(trainer, "dataloader"):  # TRL's PPO iterates its own dataloader in its own loop
         trainer.dataloader = _CountedLoader(trainer.dataloader, counters, count_batch, data_delay_s)
     if hasattr(trainer, "_generate_and_score_completions"):
@@ -88,7 +91,11 @@ def _wrap_data_wait(trainer: Any, counters: StepCounters, delay_s: float) -> Non
 
 
 def _wrap_compute_loss(
-    trainer: Any, counters: StepCounters, count_batch: BatchCounter, faults: FaultInjection | None
+    trainer: Any,
+    counters: StepCounters,
+    count_batch: BatchCounter,
+    faults: FaultInjection | None,
+    capture: StepCapture | None,
 ) -> None:
     original = trainer.compute_loss
     slept_in_step = 0
@@ -108,9 +115,20 @@ def _wrap_compute_loss(
             tokens, samples = count_batch(inputs)
             counters.num_tokens += tokens
             counters.num_samples += samples
+        # What the model received, kept before the trainer can change it (train/capture.py): the step may be
+        # written after its update, or at its end.
+        keep = capture if capture is not None and model.training else None
+        received = dict(inputs) if keep is not None else None
+        rng = keep.rng_state(trainer.args.device) if keep is not None else None
         result = original(model, inputs, *args, **kwargs)
-        if faults is None:
-            return result
+        if faults is not None:
+            result = _planted(model, result, faults)
+        if keep is not None and received is not None and rng is not None:
+            keep.micro_batch(received, args, kwargs, result, rng)
+        return result
+
+    def _planted(model: Any, result: Any, faults: FaultInjection) -> Any:
+        nonlocal slept_in_step
         step = trainer.state.global_step + 1  # the optimizer step in progress
         if slept_in_step != step:  # once per step, not per micro-batch
             slept_in_step = step
@@ -123,7 +141,7 @@ def _wrap_compute_loss(
                 busy.run(_device_of(result))
             if gpu_only is not None:
                 gpu_only.run(_device_of(result))
-        return _inject(result, step, faults)
+        return planted_loss(compute_dtype(trainer, model), result, step, faults)
 
     trainer.compute_loss = counted
 
@@ -223,13 +241,31 @@ def _device_of(result: Any) -> torch.device:
     return loss.device if isinstance(loss, torch.Tensor) else torch.device("cpu")
 
 
-def _inject(result: Any, step: int, faults: FaultInjection) -> Any:
-    """Apply the planted crash, NaN or gradient spike of `step` (the optimizer step in progress) to the loss."""
+def compute_dtype(trainer: Any, model: Any) -> torch.dtype:
+    """The dtype the model computes in: the trainer's mixed precision (autocast) when on, else its weights'."""
+    if getattr(trainer.args, "bf16", False):
+        return torch.bfloat16
+    if getattr(trainer.args, "fp16", False):
+        return torch.float16
+    return next(model.parameters()).dtype
+
+
+def planted_loss(dtype: torch.dtype, result: Any, step: int, faults: FaultInjection) -> Any:
+    """Apply the planted crash, NaN, precision fault or gradient spike of `step` (the optimizer step in progress)
+    to the loss. `canary replay` applies it as the run did: a planted fault is the run's own code."""
     if faults.crash_at_step == step:
         raise PlantedCrashError(f"fault_injection.crash_at_step: planted crash at step {step}")
     if faults.nan_loss_at_step == step:
         # NaN through the graph, so the backward pass produces NaN gradients as a real numerics bug would.
         return _scaled(result, float("nan"))
+    if faults.precision_loss_at_step == step:
+        # 1 - 1e-4 in the model's dtype: 0.9999 in fp32, exactly 1 in bf16 and fp16 (their spacing below 1 is
+        # 2^-8 and 2^-11). The factor 1 + (log(1 - x) - log(1 - x)) is then exactly 1 in fp32 and NaN (-inf + inf)
+        # in the half types: a NaN that only the model's precision makes, the same on every CPU.
+        x = torch.tensor(1 - 1e-4, dtype=dtype)
+        term = torch.log(1 - x)
+        factor = (1 + (term - term.clone())).float()
+        return _scaled(result, float(factor))
     if step in faults.grad_spike_at_steps:
         # The loss scaled, so every gradient is: the pre-clip norm jumps by the factor on any machine, whatever
         # its numerics (a learning rate pushed up spiked on one CPU and not on another).

@@ -36,6 +36,7 @@ from canary_action.metrics.stream import KILLED, KILLED_MESSAGE, STEPS_FILE
 from canary_action.metrics.summarize import stability_of, summarize
 from canary_action.train import custom, data, distributed
 from canary_action.train.callback import MetricsCallback, RunRecord, StepCounters, StepGate, TrainingStopped
+from canary_action.train.capture import StepCapture
 from canary_action.train.comm import CommTimer
 from canary_action.train.gpu_time import KernelClock, clock_for
 from canary_action.train.instrument import instrument
@@ -87,6 +88,7 @@ class CanaryRun:
         self.clock: KernelClock | None = None
         self.stage_log = StageLog()  # where the time before step 1 goes (metrics.json run.startup_s)
         self.metrics_callback: MetricsCallback | None = None
+        self.capture: StepCapture | None = None
         self.sync: RankSync | None = None
         self.stream: RowStream | None = None
         self.status = m.Status(state="completed")
@@ -129,7 +131,8 @@ class CanaryRun:
             trainer = builder.build_trainer(setup)
             # With tqdm off the Trainer prints every log dict; the progress line replaces that.
             trainer.remove_callback(PrinterCallback)
-            instrument(trainer, counters, probe, family.count_batch, config.fault_injection)
+            capture = self.capture if self.capture is not None and self.capture.enabled else None
+            instrument(trainer, counters, probe, family.count_batch, config.fault_injection, capture=capture)
             if self.snapshots is not None:
                 self.snapshots.attach(trainer, setup)
             if comm is not None:
@@ -164,7 +167,14 @@ class CanaryRun:
             between=between,  # the profiler's start and export, and snapshots: outside every step
             clock=self.clock,
         )
+        # Every process captures its own batches (a rank's folder is named after it): train/capture.py.
+        self.capture = StepCapture(
+            config.capture, self.run_dir, self.rank.rank if self.rank is not None else 0,
+            config.model_dump(mode="json"), self.notices,
+        )  # fmt: skip
         callbacks: list[Any] = [self.metrics_callback]
+        if self.capture.enabled:
+            callbacks.append(self.capture)
         if lead:
             callbacks.append(ProgressLine(self.record, config.max_steps, self.label))
         comm = None
@@ -272,6 +282,9 @@ class CanaryRun:
         shortfall = self.profiler.shortfall(self.status, self.record.num_steps) if self.profiler else None
         if shortfall is not None and shortfall not in self.notices:
             self.notices.append(shortfall)
+        captured = self.capture.summary() if self.capture is not None else None
+        if captured is not None and captured not in self.notices:
+            self.notices.append(captured)
 
 
 def profiler_steps(config: CommonConfig) -> range | None:
