@@ -130,7 +130,10 @@ def render(result: Any, *, markdown: bool) -> str:
         if row.bitwise_equal:
             versus = "bitwise equal"
         elif row.largest_difference is not None and row.comparable:
-            versus = f"differs by {row.largest_difference:.3g}" if isinstance(row.largest_difference, float) else "NaN"
+            if isinstance(row.largest_difference, float):
+                versus = f"differs by {row.largest_difference:.3g}"
+            else:  # one side NaN/Inf, the other not
+                versus = "recorded finite" if row.non_finite else "recorded NaN/Inf"
         note = "NaN/Inf" if row.non_finite else ""
         if row.note:
             note = f"{note}; {row.note}" if note else row.note

@@ -49,6 +49,7 @@ DTYPES: Final[dict[str, torch.dtype]] = {
 }  # fmt: skip
 SCALARS: Final = (bool, int, float, str)
 MAX_STRING: Final = 10_000
+TRAINER_STATE: Final = ("current_gradient_accumulation_steps",)
 WARMUP_STEPS: Final = 4  # spikes and slow steps are judged against the steps after these
 
 
@@ -62,6 +63,7 @@ class MicroBatch:
     kwargs: dict[str, Any]
     loss: torch.Tensor | None
     rng: dict[str, torch.Tensor]
+    trainer: dict[str, int | None]
 
 
 @dataclass
@@ -97,11 +99,15 @@ class StepCapture(TrainerCallback):
             state["cuda"] = torch.cuda.get_rng_state(device)
         return state
 
-    def micro_batch(self, inputs: Mapping[str, Any], args: tuple[Any, ...], kwargs: Mapping[str, Any],
+    def micro_batch(self, trainer: Any, received: tuple[Mapping[str, Any], tuple[Any, ...], Mapping[str, Any]],
                     loss: Any, rng: dict[str, torch.Tensor]) -> None:  # fmt: skip
+        inputs, args, kwargs = received
         value = loss[0] if isinstance(loss, tuple) else loss
         kept = value.detach() if isinstance(value, torch.Tensor) else None
-        self._batches.append(MicroBatch(dict(inputs), tuple(args), dict(kwargs), kept, rng))
+        # What the training loop had set on the trainer that compute_loss reads (TRL's online trainers do).
+        state = {name: getattr(trainer, name, None) for name in TRAINER_STATE}
+        state["global_step"] = trainer.state.global_step
+        self._batches.append(MicroBatch(dict(inputs), tuple(args), dict(kwargs), kept, rng, state))
 
     # trainer events
     def on_step_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **_: Any) -> None:
@@ -192,6 +198,7 @@ class StepCapture(TrainerCallback):
             batches.append({
                 "file": f"batch-{index}.safetensors", "values": values, "unsupported": unsupported,
                 "loss": _number(float(loss.float().reshape(()))) if loss is not None and loss.numel() == 1 else None,
+                "trainer": {k: v for k, v in batch.trainer.items() if isinstance(v, int)},
             })  # fmt: skip
         weights_state = "omitted"
         if weights and model is not None:

@@ -124,7 +124,7 @@ def _wrap_compute_loss(
         if faults is not None:
             result = _planted(model, result, faults)
         if keep is not None and received is not None and rng is not None:
-            keep.micro_batch(received, args, kwargs, result, rng)
+            keep.micro_batch(trainer, (received, args, kwargs), result, rng)
         return result
 
     def _planted(model: Any, result: Any, faults: FaultInjection) -> Any:
@@ -247,7 +247,8 @@ def compute_dtype(trainer: Any, model: Any) -> torch.dtype:
         return torch.bfloat16
     if getattr(trainer.args, "fp16", False):
         return torch.float16
-    return next(model.parameters()).dtype
+    dtype: torch.dtype = next(model.parameters()).dtype
+    return dtype
 
 
 def planted_loss(dtype: torch.dtype, result: Any, step: int, faults: FaultInjection) -> Any:

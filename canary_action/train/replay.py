@@ -182,6 +182,7 @@ def _replay_step(
             inputs, args, kwargs = cap.rebuild(batch, tensors)
             inputs, args, kwargs = _to(inputs, device), _to(args, device), _to(kwargs, device)
             _restore_rng(tensors, device)
+            _restore_trainer(trainer, batch)
             with _timer(cuda) as f_time:
                 loss = trainer.compute_loss(forward, inputs, *args, **kwargs)
                 if config.fault_injection is not None:
@@ -235,6 +236,18 @@ def _restore_rng(tensors: dict[str, torch.Tensor], device: torch.device) -> None
         torch.set_rng_state(tensors["rng/cpu"])
     if "rng/cuda" in tensors and device.type == "cuda":
         torch.cuda.set_rng_state(tensors["rng/cuda"], device)
+
+
+def _restore_trainer(trainer: Any, batch: dict[str, Any]) -> None:
+    """What the training loop had set on the trainer at this micro-batch (train/capture.py TRAINER_STATE)."""
+    found = batch.get("trainer")
+    state: dict[str, Any] = found if isinstance(found, dict) else {}
+    for name in cap.TRAINER_STATE:
+        value = state.get(name)
+        setattr(trainer, name, value if isinstance(value, int) else trainer.args.gradient_accumulation_steps)
+    step = state.get("global_step")
+    if isinstance(step, int) and step >= 0:
+        trainer.state.global_step = step
 
 
 @contextmanager
