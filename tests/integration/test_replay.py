@@ -1,0 +1,83 @@
+"""`canary replay` on real captures of the builtin tiny models: the recorded loss comes back bitwise on the CPU in
+fp32 (SFT, DPO, GRPO), a planted NaN is captured without any capture config and replayed, and fp32 against the
+run's bf16 says which one makes it; a variant that fails is a row with its message (docs/replay.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from canary_action.train.launch import run_canary
+from canary_action.train.replay import Variant, replay
+from tests.integration.test_training import tiny
+
+pytestmark = pytest.mark.training
+REPO = Path(__file__).parents[2]
+
+
+def captured_run(name: str, root: Path, *overrides: str) -> Path:
+    outcome = run_canary(tiny(name, "max_steps=3", *overrides), root)
+    return outcome.metrics_path.parent
+
+
+@pytest.mark.parametrize("name", ["sft", "dpo", "grpo"])
+def test_a_replayed_step_gives_the_recorded_loss_bitwise(name: str, tmp_path: Path) -> None:
+    run_dir = captured_run(name, tmp_path, "capture.steps=[2]")
+    meta = json.loads((run_dir / "captures" / "step-000002-rank0" / "capture.json").read_text(encoding="utf-8"))
+    assert meta["reason"] == "planned"
+    assert meta["weights"] == "step_start"
+    result = replay(run_dir, [Variant.parse("")], repeats=1)
+    (row,) = result.rows
+    assert row.status == "ok", row.error
+    assert row.bitwise_equal, row
+    assert row.largest_difference == 0.0
+    assert row.forward_ms is not None
+    assert row.forward_ms > 0
+    assert row.backward_ms is not None
+    assert row.backward_ms > 0
+    print(f"{name}: largest difference {row.largest_difference} (loss {row.loss})")
+
+
+def test_a_planted_nan_is_captured_unasked_and_fp32_tells_its_precision_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # bf16 on the CPU (autocast), a precision fault at step 2: NaN in bf16, exactly nothing in fp32. No capture block.
+    run_dir = captured_run("sft", tmp_path, "dtype=bf16", "fault_injection.precision_loss_at_step=2")
+    metrics = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    assert metrics["status"]["reason"] == "non_finite"
+    assert any(n.startswith("capture: step 2 (non_finite)") for n in metrics["notices"]), metrics["notices"]
+
+    def planted_compile(*_: object, **__: object) -> None:
+        raise RuntimeError("planted: torch.compile refused this model")
+
+    monkeypatch.setattr(torch, "compile", planted_compile)
+    variants = [
+        Variant.parse(v) for v in ("", "dtype=fp32", "attn_implementation=flash_attention_2", "torch_compile=true")
+    ]
+    rows = {row.variant: row for row in replay(run_dir, variants, repeats=1).rows}
+    assert rows["as run"].non_finite  # the same NaN, reproduced
+    assert rows["as run"].bitwise_equal
+    assert rows["dtype=fp32"].status == "ok"
+    assert not rows["dtype=fp32"].non_finite  # gone in fp32: the precision made it
+    assert rows["attn_implementation=flash_attention_2"].status == "fails"
+    assert "flash" in (rows["attn_implementation=flash_attention_2"].error or "").lower()
+    assert rows["torch_compile=true"].status == "fails"
+    assert "planted: torch.compile refused this model" in (rows["torch_compile=true"].error or "")
+
+    # The command, as a user runs it: the table, replay.json and replay.md, exit 0.
+    done = subprocess.run(
+        [sys.executable, "-m", "canary_action", "replay", str(run_dir), "--step", "2", "--variant", "dtype=fp32",
+         "--repeats", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    for said in ("as run", "dtype=fp32", "NaN/Inf", "recorded NaN/Inf"):
+        assert said in done.stdout
+    written = json.loads((run_dir / "replay" / "replay.json").read_text(encoding="utf-8"))
+    assert [r["variant"] for r in written["rows"]] == ["as run", "dtype=fp32"]
+    assert "| as run | 2 |" in (run_dir / "replay" / "replay.md").read_text(encoding="utf-8")
