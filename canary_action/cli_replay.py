@@ -61,6 +61,7 @@ def replay_command(  # click passes options as keywords
     from canary_action.train.replay import matrix as preset
 
     require_training_stack("`canary replay`")
+    _on_import_path(Path.cwd())  # the team's modules (trainer_factory, rewards) beside the config, as `canary run`
     chosen = [Variant.parse("")] + [Variant.parse(v) for v in variants]
     if matrix:
         import torch
@@ -86,6 +87,16 @@ def replay_command(  # click passes options as keywords
     emit(result.model_dump_json(indent=2) + "\n" if as_json else render(result, markdown=kind == "markdown"), None, "")
 
 
+def _on_import_path(tree: Path) -> None:
+    """The code tree after the installed packages, as a run's child process has it (canary_action/__init__.py)."""
+    from canary_action.train.rewards import CODE_TREE_ENV
+
+    os.environ.setdefault(CODE_TREE_ENV, str(tree))
+    path = os.environ[CODE_TREE_ENV]
+    if path not in sys.path:
+        sys.path.append(path)
+
+
 def _tree_config(tree: Path) -> dict[str, Any] | None:
     """A --tree child's config: the tree's own canary.yaml when it has one (the pull request's settings)."""
     import yaml
@@ -107,7 +118,9 @@ def _replay_in_tree(tree: Path, run_dir: Path, steps: Sequence[int], repeats: in
     rows_file.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "canary_action", "replay", str(run_dir.resolve()), "--repeats", str(repeats),
                _ROWS_OPTION, str(rows_file), *(f"--step={s}" for s in steps)]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree.resolve()), os.environ.get("PYTHONPATH", "")])}
+    from canary_action.train.rewards import CODE_TREE_ENV
+
+    env = {**os.environ, CODE_TREE_ENV: str(tree.resolve()), "PYTHONSAFEPATH": "1"}
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
     label = f"tree {tree}"
     if done.returncode != 0 or not rows_file.is_file():

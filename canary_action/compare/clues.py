@@ -8,6 +8,7 @@ moved library, a changed config key) live in `effects.py`; `suspects.py` weighs 
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -246,13 +247,40 @@ def _host_memory_clues(case: Case) -> list[Clue]:
 def numerics_clues(case: Case) -> list[Clue]:
     run = case.current
     scope = TRAINING | ({"run_status"} if run.status.reason == "non_finite" else set())
+    steps = _replay_steps(run)
     clues = []
     for check in case.flagged:
         weight = NUMERIC_WEIGHTS.get(check.name, ALGO_WEIGHT if check.group == "learning" else 0.0)
         if weight:
             line, summary = _numeric_finding(run, check)
-            clues.append(Clue("numerics", weight, (line,), frozenset(scope), summary))
+            clues.append(Clue("numerics", weight, (line,), frozenset(scope), summary, steps))
     return clues
+
+
+_CAPTURED: Final = re.compile(r"step (\d{1,7}) \(")
+
+
+def captured_steps(run: RunData) -> list[int]:
+    """The steps the run captured for `canary replay`, from its capture notice (train/capture.py)."""
+    notices = run.metrics.notices if run.metrics is not None else []
+    return [int(m.group(1)) for n in notices if n.startswith("capture: ") for m in _CAPTURED.finditer(n)][:100]
+
+
+def _replay_steps(run: RunData) -> tuple[str, ...]:
+    """How to reproduce the first NaN/Inf step on the model alone: the run captured it unless told not to."""
+    first = run.first_non_finite_step
+    if first is None:
+        return ()
+    if first in captured_steps(run):
+        return (
+            f"canary replay RUN_DIR --step {first} --variant dtype=fp32 reproduces step {first} on the model alone "
+            "(RUN_DIR: this run's folder or its artifact, captures/ inside): NaN under both rows is the code, under "
+            "the run's dtype only its precision (docs/replay.md)",
+        )
+    return (
+        f"step {first} was not captured (capture.on_non_finite off, or max_captures reached): with it on, canary "
+        f"replay RUN_DIR --step {first} reproduces it on the model alone (docs/replay.md)",
+    )
 
 
 def _numeric_finding(run: RunData, check: Check) -> tuple[str, str | None]:

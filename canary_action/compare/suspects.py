@@ -65,7 +65,8 @@ DEFAULTS: Final[dict[SuspectCategory, tuple[str, tuple[str, ...]]]] = {
     "kernel": ("compute kernels: the forward/backward/optimizer work itself got slower", (
         "rerun with profiler.enabled: true to see which ops slowed",
         DEPENDENCY_STEP,
-        "time the forward, backward and optimizer step alone on one batch to find the slow part")),
+        "capture a step (capture: {steps: [N]}) and run canary replay RUN_DIR --matrix: the model's forward and "
+        "backward alone under each attention implementation, dtype and compile setting (docs/replay.md)")),
     "host": ("host overhead: Python, data handling, kernel launches and syncs around the GPU's work", (
         "profile the host side (py-spy, or the torch profiler's CPU view) to see where the step's time goes",
         "look for new per-step Python work and .item()/.cpu() syncs in the training step")),

@@ -39,7 +39,7 @@ _SECTIONS: Final = (
                       "warmup_steps", "max_grad_norm", "seed")),
     ("processes", ("num_processes", "cpu_threads")),
     ("measurement", ("metrics_warmup_steps", "stop_on_non_finite", "gpu_time", "timeout_minutes", "output_dir",
-                     "profiler", "heldout")),
+                     "profiler", "heldout", "capture")),
 )  # fmt: skip
 #: Optional blocks, written commented out with every key and its default (and what to know before setting
 #: one): each changes what a run does once it is there. thresholds, the third, lists a tier's values instead.

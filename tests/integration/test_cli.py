@@ -486,6 +486,10 @@ def test_the_command_line_is_frozen() -> None:
         "pair": sorted(["config", "--base", "--head", "-o", "--output-dir", "--set", "--chunk-steps", "--seed",
                         "--cpus", "--setup", "--confirm-minutes", "--baseline", "--threshold-tier", "--threshold-file",
                         "--json", "--format", "--accept-numerics-change"]),
+        # issue 36: a captured step through the model alone, under variants (docs/replay.md); --rows-to is hidden,
+        # the way a --tree replay's child hands its rows back
+        "replay": sorted(["run_dir", "--step", "--variant", "--matrix", "--tree", "--repeats", "-o", "--output",
+                          "--json", "--format", "--rows-to"]),
         "report": sorted(["result_file", "--format", "-o", "--output", "--repo", "--pr", "--templates"]),
         "run": sorted(["config", "-o", "--output-dir", "--set"]),
         "save-baseline": sorted(["metrics", "dest"]),

@@ -81,3 +81,55 @@ def test_a_planted_nan_is_captured_unasked_and_fp32_tells_its_precision_cause(
     written = json.loads((run_dir / "replay" / "replay.json").read_text(encoding="utf-8"))
     assert [r["variant"] for r in written["rows"]] == ["as run", "dtype=fp32"]
     assert "| as run | 2 |" in (run_dir / "replay" / "replay.md").read_text(encoding="utf-8")
+
+
+SLOW_LOSS = """
+import time
+
+from canary_action.train.builtin.example_factory import build_trainer as plain
+
+
+def build_trainer(context):
+    trainer = plain(context)
+    compute_loss = trainer.compute_loss
+
+    def slower(model, inputs, *args, **kwargs):
+        time.sleep(0.5)  # the pull request's model code: half a second more a forward, the same loss
+        return compute_loss(model, inputs, *args, **kwargs)
+
+    trainer.compute_loss = slower
+    return trainer
+"""
+
+
+def test_a_replay_across_two_trees_shows_whose_forward_moved(tmp_path: Path) -> None:
+    config = (REPO / "configs" / "tiny" / "custom.yaml").read_text(encoding="utf-8")
+    config = config.replace("canary_action.train.builtin.example_factory", "team_model")
+    trees = {}
+    for side, module in (("base", "from canary_action.train.builtin.example_factory import build_trainer\n"),
+                         ("head", SLOW_LOSS)):  # fmt: skip
+        tree = trees[side] = tmp_path / side
+        tree.mkdir()
+        (tree / "canary.yaml").write_text(config, encoding="utf-8")
+        (tree / "team_model.py").write_text(module, encoding="utf-8")
+    canary = [sys.executable, "-m", "canary_action"]
+    trained = subprocess.run(
+        [*canary, "run", "canary.yaml", "-o", str(tmp_path / "runs"), "--set", "max_steps=3", "--set",
+         "capture.steps=[2]", "--set", "heldout.enabled=false"],
+        cwd=trees["base"], capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    done = subprocess.run(
+        [*canary, "replay", str(run_dir), "--tree", str(trees["base"]), "--tree", str(trees["head"]), "--json",
+         "--repeats", "1"],
+        cwd=trees["base"], capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {row["variant"]: row for row in json.loads(done.stdout)["rows"]}
+    base, head = rows[f"tree {trees['base']}"], rows[f"tree {trees['head']}"]
+    assert rows["as run"]["bitwise_equal"], rows["as run"]
+    assert base["bitwise_equal"], base
+    assert head["bitwise_equal"], head  # the same loss: only its time moved
+    assert head["forward_ms"] >= 500
+    assert head["forward_ms"] > base["forward_ms"]
