@@ -26,6 +26,7 @@ from canary_action.errors import BaselineError
 from canary_action.metrics.io import clip_text
 
 MAX_FILES: Final = 1000
+CAPTURES: Final = "captures"  # train/capture.py FOLDER (the runner side is not imported here)
 MAX_FILE_BYTES: Final = 64 * 2**20  # a metrics.json is capped at this size anyway
 MAX_TOTAL_BYTES: Final = 256 * 2**20
 MAX_NAME_BYTES: Final = 1024  # a canary's own names are under 100; PATH_MAX (4096) holds this and the folder
@@ -113,7 +114,9 @@ def _check_declared_entries(archive: Path | IO[bytes], max_files: int) -> None:
 
 def _extract(zf: zipfile.ZipFile, dest: Path, max_files: int, max_file_bytes: int, max_total_bytes: int) -> list[Path]:
     # Not ZipInfo.is_dir(): it indexes the name's last character, and a hostile entry's name may be empty.
-    entries = [info for info in zf.infolist() if not info.filename.endswith("/")]
+    # A run's captured steps (train/capture.py: for `canary replay` by hand) are never read here: skipped, unwritten
+    # and uncounted, so that captures a run was allowed to write never make its verdict's artifact too large.
+    entries = [info for info in zf.infolist() if not info.filename.endswith("/") and not _captured(info.filename)]
     if len(entries) > max_files:
         raise BaselineError(f"the artifact holds {len(entries)} files, more than {max_files}", fix=_FIX)
     written: list[Path] = []
@@ -136,6 +139,10 @@ def _extract(zf: zipfile.ZipFile, dest: Path, max_files: int, max_file_bytes: in
                 out.write(chunk)
         written.append(target)
     return written
+
+
+def _captured(name: str) -> bool:
+    return CAPTURES in PurePosixPath(name.replace("\\", "/")).parts[1:-1]
 
 
 def _checked(entries: list[zipfile.ZipInfo]) -> list[tuple[zipfile.ZipInfo, tuple[str, ...]]]:

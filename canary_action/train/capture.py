@@ -237,7 +237,7 @@ class StepCapture(TrainerCallback):
         steps = ", ".join(f"step {step} ({reason.split(':')[0]})" for step, reason, _ in self.written)
         total = sum(size for _, _, size in self.written)
         return (
-            f"capture: {steps} in {self.seconds:.2f} s, {total / 2**20:.1f} MiB under {FOLDER}/ "
+            f"capture: {steps} in {1000 * self.seconds:.1f} ms, {total / 2**20:.1f} MiB under {FOLDER}/ "
             f"(`canary replay {self.run_dir}`)"
         )
 

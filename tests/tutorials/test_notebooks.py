@@ -36,7 +36,7 @@ def _builder() -> ModuleType:
 
 def test_there_are_tutorials_and_the_readme_links_each() -> None:
     names = [p.name for p in NOTEBOOKS]
-    expected = ["quickstart", "stability", "profiler", "root-cause", "ci", "lockstep", "bisect"]
+    expected = ["quickstart", "stability", "profiler", "root-cause", "ci", "lockstep", "bisect", "replay"]
     assert names == [f"{n:02d}-{topic}.ipynb" for n, topic in enumerate(expected, 1)]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for name in names:

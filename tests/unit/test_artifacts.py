@@ -117,3 +117,15 @@ def test_no_byte_flip_of_an_artifact_escapes_as_anything_but_a_refusal(tmp_path:
             refused += 1
             assert not any(out.iterdir()), "a refusal leaves nothing behind"
     assert 0 < refused < 4000
+
+
+def test_captured_steps_are_skipped_whatever_their_size(tmp_path: Path) -> None:
+    """A run's captures/ (for `canary replay` by hand) never count against the caps that keep a verdict's artifact
+    readable, and are not written: the report side has no use for them."""
+    big = b"\0" * 5000
+    zipped = archive(("run/metrics.json", b"{}"), ("run/captures/step-000002-rank0/batch-0.safetensors", big),
+                     ("run/captures/config.json", big))  # fmt: skip
+    written = extract_artifact(zipped, tmp_path / "out", max_total_bytes=1000, max_file_bytes=1000)
+    assert [p.relative_to(tmp_path / "out").as_posix() for p in written] == ["run/metrics.json"]
+    with pytest.raises(BaselineError, match="inflates past"):  # the same bytes anywhere else still count
+        extract_artifact(archive(("run/metrics.json", big)), tmp_path / "again", max_total_bytes=1000)
