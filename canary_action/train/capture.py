@@ -469,6 +469,13 @@ def _json(path: Path, limit: int) -> Any:
         raise CaptureError(f"{path}: not JSON ({error}): refused") from None
 
 
+def check_files(step: CapturedStep, run_dir: Path) -> None:
+    """Every tensor file of a captured step checked before anything is built: a hostile capture is refused whole."""
+    names = [batch["file"] for batch in step.batches] + ([WEIGHTS_FILE] if step.weights == "step_start" else [])
+    for name in names:
+        check_safetensors(_inside(step.folder, name, run_dir))
+
+
 def iter_batches(step: CapturedStep, run_dir: Path) -> Iterator[tuple[dict[str, Any], dict[str, torch.Tensor]]]:
     for batch in step.batches:
         yield batch, load_tensors(step.folder / batch["file"], run_dir)

@@ -120,6 +120,8 @@ def replay(
     if not chosen:
         found = ", ".join(str(c.step) for c in captured)
         raise CaptureError(f"--step {', '.join(map(str, steps))}: not captured in {run_dir} (captured: {found})")
+    for step in chosen:
+        cap.check_files(step, run_dir)
     data = config_data if config_data is not None else captured_config
     rows: list[ReplayRow] = []
     device = "cpu"
@@ -130,6 +132,8 @@ def replay(
                 device = trainer.args.device.type
                 for step in chosen:
                     rows.append(_replay_step(trainer, config, step, run_dir, variant=variant, repeats=repeats))
+        except CaptureError:
+            raise  # the capture itself: refused whole (exit 2), not one variant's failure
         except Exception as error:  # a variant that cannot be built or run is a row, not the end of the replay
             for step in chosen:
                 rows.append(ReplayRow(variant=variant.label, step=step.step, rank=step.rank, status="fails",
@@ -176,7 +180,7 @@ def _replay_step(
         torch.cuda.reset_peak_memory_stats(device)
     times: list[tuple[float, float]] = []
     losses: list[torch.Tensor] = []
-    for repeat in range(max(1, repeats)):
+    for repeat in range(max(1, repeats) + 1):  # the first untimed: a compile, caches and the allocator warm up
         f_total = b_total = 0.0
         for batch, tensors in batches:
             inputs, args, kwargs = cap.rebuild(batch, tensors)
@@ -195,7 +199,8 @@ def _replay_step(
             b_total += b_time()
             if repeat == 0:
                 losses.append(value.detach().float().cpu().reshape(-1)[:1])
-        times.append((f_total, b_total))
+        if repeat > 0:
+            times.append((f_total, b_total))
     recorded = [t["loss"].float().reshape(-1)[:1] for _, t in batches if "loss" in t]
     differences = [_difference(a, b) for a, b in zip(losses, recorded, strict=False)]
     largest = math.nan if any(math.isnan(d) for d in differences) else max(differences, default=0.0)

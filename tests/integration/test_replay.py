@@ -133,3 +133,23 @@ def test_a_replay_across_two_trees_shows_whose_forward_moved(tmp_path: Path) -> 
     assert head["bitwise_equal"], head  # the same loss: only its time moved
     assert head["forward_ms"] >= 500
     assert head["forward_ms"] > base["forward_ms"]
+
+
+def test_a_hostile_capture_is_refused_whole_with_exit_2(tmp_path: Path) -> None:
+    """A pickle named .safetensors in an artifact's capture: refused before any model is built, naming the file."""
+    step = tmp_path / "captures" / "step-000002-rank0"
+    step.mkdir(parents=True)
+    config = (REPO / "configs" / "tiny" / "sft.yaml").read_text(encoding="utf-8")
+    import yaml
+
+    (tmp_path / "captures" / "config.json").write_text(json.dumps(yaml.safe_load(config)), encoding="utf-8")
+    torch.save({"inputs/input_ids": torch.ones(2, 3)}, step / "batch-0.safetensors")
+    meta = {"schema": 1, "step": 2, "rank": 0, "reason": "planned", "weights": "omitted", "torch_threads": 1,
+            "batches": [{"file": "batch-0.safetensors", "values": {}, "unsupported": []}], "seen": {}}  # fmt: skip
+    (step / "capture.json").write_text(json.dumps(meta), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "canary_action", "replay", str(tmp_path)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "capture refused:" in done.stderr
+    assert f"{step / 'batch-0.safetensors'}: its header claims" in done.stderr
+    assert "replay:" not in done.stderr  # nothing was built
