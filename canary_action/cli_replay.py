@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -13,11 +15,14 @@ from typing import Any
 import click
 
 from canary_action.cli_report import emit
-from canary_action.errors import CaptureError, UsageError
+from canary_action.destinations import output_folder, write_output
+from canary_action.errors import UsageError
 from canary_action.extras import require_training_stack
 
 #: Where a --tree child writes its rows (an internal option: the parent reads them back).
 _ROWS_OPTION = "--rows-to"
+#: Not inside RUN_DIR: a run folder may be an artifact's content, whose links a write there would follow.
+DEFAULT_OUT = Path("canary-replay")
 
 
 @click.command("replay")
@@ -30,11 +35,11 @@ _ROWS_OPTION = "--rows-to"
     "--matrix", is_flag=True, help="The variant matrix of this device (docs/replay.md), after the run's own row."
 )
 @click.option("--tree", "trees", multiple=True, type=click.Path(path_type=Path, file_okay=False),
-              help="Also replay with this code tree on the import path and its canary.yaml, if it has one "
-                   "(repeatable: the base commit's tree and the PR's).")  # fmt: skip
+              help="Also replay the captured config with this code tree on the import path (repeatable: the base "
+                   "commit's tree and the PR's).")  # fmt: skip
 @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1, 100), help="Timed repeats per row.")
 @click.option("-o", "--output", type=click.Path(path_type=Path),
-              help="Write replay.json and replay.md to this folder (default: RUN_DIR/replay).")  # fmt: skip
+              help=f"Write replay.json and replay.md to this folder (default: {DEFAULT_OUT}).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print replay.json instead of the table.")
 @click.option("--format", "kind", type=click.Choice(["terminal", "markdown"]), help="The table on stdout.")
 @click.option(_ROWS_OPTION, "rows_to", type=click.Path(path_type=Path), hidden=True)
@@ -60,6 +65,16 @@ def replay_command(  # click passes options as keywords
     from canary_action.train.replay import ReplayResult, Variant, replay
     from canary_action.train.replay import matrix as preset
 
+    if as_json and kind is not None:
+        raise UsageError("--json prints replay.json, not a table", fix="leave out --format")
+    if Path.cwd().resolve().is_relative_to(run_dir.resolve()):
+        # The captured config names code (trainer_factory, reward functions) that is imported from here: a run
+        # folder is an artifact's content, not a checkout.
+        raise UsageError(
+            f"canary replay runs from inside {run_dir}: the captured config's code would be imported from the run "
+            "folder (an artifact's files)",
+            fix="run it from your checkout of the commit that trained it: cd there, then canary replay RUN_DIR",
+        )
     require_training_stack("`canary replay`")
     _on_import_path(Path.cwd())  # the team's modules (trainer_factory, rewards) beside the config, as `canary run`
     chosen = [Variant.parse("")] + [Variant.parse(v) for v in variants]
@@ -68,9 +83,7 @@ def replay_command(  # click passes options as keywords
 
         extra = preset("cuda" if torch.cuda.is_available() else "cpu")[1:]
         chosen += [v for v in extra if v.label not in {c.label for c in chosen}]
-    config_data = _tree_config(Path.cwd()) if rows_to is not None else None
-    result = replay(run_dir, chosen, steps=steps, repeats=repeats, config_data=config_data,
-                    say=lambda line: click.echo(line, err=True))  # fmt: skip
+    result = replay(run_dir, chosen, steps=steps, repeats=repeats, say=lambda line: click.echo(line, err=True))
     if rows_to is not None:
         rows_to.write_text(result.model_dump_json(), encoding="utf-8")
         return
@@ -78,12 +91,9 @@ def replay_command(  # click passes options as keywords
     for tree in trees:
         rows += _replay_in_tree(tree, run_dir, steps, repeats)
     result = ReplayResult(run_dir=result.run_dir, device=result.device, repeats=repeats, rows=rows)
-    folder = output if output is not None else run_dir / "replay"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "replay.json").write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    (folder / "replay.md").write_text(render(result, markdown=True), encoding="utf-8")
-    if as_json and kind is not None:
-        raise UsageError("--json prints replay.json, not a table", fix="leave out --format")
+    folder = output_folder(output if output is not None else DEFAULT_OUT, flag="-o")
+    write_output(folder / "replay.json", result.model_dump_json(indent=2) + "\n", flag="-o", example="replay.json")
+    write_output(folder / "replay.md", render(result, markdown=True), flag="-o", example="replay.md")
     emit(result.model_dump_json(indent=2) + "\n" if as_json else render(result, markdown=kind == "markdown"), None, "")
 
 
@@ -97,25 +107,11 @@ def _on_import_path(tree: Path) -> None:
         sys.path.append(path)
 
 
-def _tree_config(tree: Path) -> dict[str, Any] | None:
-    """A --tree child's config: the tree's own canary.yaml when it has one (the pull request's settings)."""
-    import yaml
-
-    path = tree / "canary.yaml"
-    if not path.is_file():
-        return None
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict):
-        raise CaptureError(f"{path}: not a mapping of config keys")
-    return data
-
-
 def _replay_in_tree(tree: Path, run_dir: Path, steps: Sequence[int], repeats: int) -> list[Any]:
     """The same steps replayed by a child process whose working directory and import path are `tree`."""
     from canary_action.train.replay import ReplayResult, ReplayRow
 
-    rows_file = run_dir.resolve() / "replay" / f".rows-{os.getpid()}.json"
-    rows_file.parent.mkdir(parents=True, exist_ok=True)
+    rows_file = Path(tempfile.mkdtemp(prefix="canary-replay-tree-")) / "rows.json"  # ours, not the run folder's
     command = [sys.executable, "-m", "canary_action", "replay", str(run_dir.resolve()), "--repeats", str(repeats),
                _ROWS_OPTION, str(rows_file), *(f"--step={s}" for s in steps)]  # fmt: skip
     from canary_action.train.rewards import CODE_TREE_ENV
@@ -123,11 +119,13 @@ def _replay_in_tree(tree: Path, run_dir: Path, steps: Sequence[int], repeats: in
     env = {**os.environ, CODE_TREE_ENV: str(tree.resolve()), "PYTHONSAFEPATH": "1"}
     done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
     label = f"tree {tree}"
-    if done.returncode != 0 or not rows_file.is_file():
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return [ReplayRow(variant=label, step=s or 0, rank=0, status="fails", error=last[:300]) for s in steps or [0]]
-    child = ReplayResult.model_validate(json.loads(rows_file.read_text(encoding="utf-8")))
-    rows_file.unlink()
+    try:
+        if done.returncode != 0 or not rows_file.is_file():
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return [ReplayRow(variant=label, step=s, rank=0, status="fails", error=last[:300]) for s in steps or [0]]
+        child = ReplayResult.model_validate(json.loads(rows_file.read_text(encoding="utf-8")))
+    finally:
+        shutil.rmtree(rows_file.parent, ignore_errors=True)
     return [row.model_copy(update={"variant": label}) for row in child.rows]
 
 
@@ -136,11 +134,13 @@ def render(result: Any, *, markdown: bool) -> str:
     header = ["variant", "step", "forward ms", "backward ms", "peak MiB", "loss", "vs recorded", "note"]
     lines: list[list[str]] = []
     for row in result.rows:
-        if row.status == "fails":
+        if row.status == "fails" or row.forward_ms is None or row.backward_ms is None:
             lines.append([row.variant, str(row.step), "", "", "", "", "", f"fails: {row.error}"])
             continue
         versus = "—"
-        if row.bitwise_equal:
+        if not row.comparable:
+            versus = "not comparable"
+        elif row.bitwise_equal:
             versus = "bitwise equal"
         elif row.largest_difference is not None and row.comparable:
             if isinstance(row.largest_difference, float):
@@ -160,7 +160,7 @@ def render(result: Any, *, markdown: bool) -> str:
 
         out = [f"**{inert(title, 300)}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         # Our own figures as they are; what came from a config or an error (a variant, a note) made inert.
-        out += ["| " + " | ".join(c if 0 < i < 6 else inert(c, 300) for i, c in enumerate(line)) + " |"
+        out += ["| " + " | ".join(c if 0 < i < 5 else inert(c, 300) for i, c in enumerate(line)) + " |"
                 for line in lines]  # fmt: skip
         return "\n".join(out) + "\n"
     widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]

@@ -263,7 +263,8 @@ _CAPTURED: Final = re.compile(r"step (\d{1,7}) \(")
 def captured_steps(run: RunData) -> list[int]:
     """The steps the run captured for `canary replay`, from its capture notice (train/capture.py)."""
     notices = run.metrics.notices if run.metrics is not None else []
-    return [int(m.group(1)) for n in notices if n.startswith("capture: ") for m in _CAPTURED.finditer(n)][:100]
+    summaries = [n for n in notices if n.startswith("capture: ") and " MiB under captures/" in n]
+    return [int(m.group(1)) for n in summaries for m in _CAPTURED.finditer(n.partition(" in ")[0])][:100]
 
 
 def _replay_steps(run: RunData) -> tuple[str, ...]:
@@ -278,8 +279,9 @@ def _replay_steps(run: RunData) -> tuple[str, ...]:
             "the run's dtype only its precision (docs/replay.md)",
         )
     return (
-        f"step {first} was not captured (capture.on_non_finite off, or max_captures reached): with it on, canary "
-        f"replay RUN_DIR --step {first} reproduces it on the model alone (docs/replay.md)",
+        f"step {first} was not captured (its loss finite and the NaN in the gradients, capture.on_non_finite off, "
+        f"or the capture over its limits): with capture.steps: [{first}], canary replay RUN_DIR --step {first} "
+        "reproduces it on the model alone (docs/replay.md)",
     )
 
 

@@ -120,11 +120,13 @@ class CaptureConfig(StrictModel):
     )
     max_captures: Count = Field(8, ge=1, le=1000, description="At most this many steps captured per process.")
     max_step_bytes: Count = Field(
-        64 * 2**20,
+        16 * 2**20,
         ge=2**16,
-        le=2**34,
-        description="At most this many bytes for one step's batches and weights (64 MiB; weights past it are left "
-        "out, and the replay starts from the run's initial weights: timed, its loss not comparable).",
+        le=2**32,
+        description="At most this many bytes for one step's batches and weights (16 MiB, at most 4 GiB; weights "
+        "past it are left out, and the replay starts from the run's initial weights: timed, its loss not "
+        "comparable). In the action the captures travel in the run's artifact, which a publish job downloads only "
+        "up to 64 MiB.",
     )
 
 

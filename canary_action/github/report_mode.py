@@ -350,7 +350,11 @@ def _download_measurement(step: Step, run: MeasuredRun, artifact: str) -> Path:
     notes: list[str] = []
     found: Artifact | None = runs.find({"id": run.id, "html_url": run.url}, artifact, notes)
     if found is None and any(OVERSIZED in note for note in notes):
-        raise ArtifactError(f"run {run.id}: {'; '.join(notes)}", fix="upload only the canary's output-dir")
+        raise ArtifactError(
+            f"run {run.id}: {'; '.join(notes)}",
+            fix="upload only the canary's output-dir, and keep its captured steps under the cap (the config's "
+            "capture.steps and capture.max_step_bytes: docs/replay.md)",
+        )
     if found is None:
         raise TrainingError(
             f"run {run.id} has no artifact {artifact} to report ({'; '.join(notes)}): its measure job ended before "

@@ -39,7 +39,8 @@ CONFIG_FILE: Final = "config.json"
 META_FILE: Final = "capture.json"
 WEIGHTS_FILE: Final = "weights.safetensors"
 MAX_META_BYTES: Final = 4 * 2**20
-MAX_FILE_BYTES: Final = 2**34  # the config's largest max_step_bytes
+MAX_FILE_BYTES: Final = 2**32  # the config's largest max_step_bytes
+MAX_STEP_FILES_BYTES: Final = 2**32 + 2**24  # a step's files together: its max_step_bytes and their headers
 MAX_HEADER_BYTES: Final = 16 * 2**20
 #: safetensors' dtype names and the torch dtypes a capture may hold: nothing else is loaded.
 DTYPES: Final[dict[str, torch.dtype]] = {
@@ -86,6 +87,11 @@ class StepCapture(TrainerCallback):
     _step_times: list[float] = field(default_factory=list)
     _step_start: float = 0.0
     _full: bool = False
+    _pre_clip: Any = None
+
+    def pre_clip_norm(self, norm: Any) -> None:
+        """The gradient norm the trainer measured before clipping (fed by train/instrument.py)."""
+        self._pre_clip = norm.detach() if isinstance(norm, torch.Tensor) else norm
 
     @property
     def enabled(self) -> bool:
@@ -150,9 +156,11 @@ class StepCapture(TrainerCallback):
                 self._non_finite_done = True
                 return "non_finite"
         if c.on_grad_spike is not None and model is not None:
+            # The trainer clips before this event: the norm it measured before clipping (pre_clip_norm), else ours.
             grads = [p.grad for p in model.parameters() if p.grad is not None]
-            if grads:
-                norm = float(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)).float()))
+            measured, self._pre_clip = self._pre_clip, None
+            if measured is not None or grads:
+                norm = float(measured) if measured is not None else _total_norm(grads)
                 before = list(self._grad_norms)
                 self._grad_norms.append(norm)
                 if len(before) >= WARMUP_STEPS and norm > c.on_grad_spike * statistics.median(before):
@@ -230,6 +238,17 @@ class StepCapture(TrainerCallback):
         meta["seen"] = {"step_time_s": step_time_s}
         path.write_text(json.dumps(meta, indent=1), encoding="utf-8")
 
+    def missed(self, reached: int) -> str | None:
+        """The notice for planned steps the run reached but never captured (PPO's own loop has no compute_loss)."""
+        done = {step for step, _, _ in self.written}
+        missed = [s for s in self.config.steps if s <= reached and s not in done]
+        if not missed or self._full:
+            return None
+        return (
+            f"capture: steps {', '.join(map(str, missed))} were reached but not captured: this trainer's steps do "
+            "not go through compute_loss (PPO), or their batches were over max_step_bytes"
+        )
+
     def summary(self) -> str | None:
         """The run summary's line: what was captured, its bytes and what it cost."""
         if not self.written:
@@ -240,6 +259,10 @@ class StepCapture(TrainerCallback):
             f"capture: {steps} in {1000 * self.seconds:.1f} ms, {total / 2**20:.1f} MiB under {FOLDER}/ "
             f"(`canary replay {self.run_dir}`)"
         )
+
+
+def _total_norm(grads: list[torch.Tensor]) -> float:
+    return float(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)).float()))
 
 
 def _flatten(batch: MicroBatch) -> tuple[dict[str, torch.Tensor], dict[str, Any], list[str]]:
@@ -339,8 +362,8 @@ def read_capture(folder: Path, run_dir: Path) -> CapturedStep:
         batches = meta["batches"]
         if not isinstance(batches, list) or not 1 <= len(batches) <= 10_000:
             raise ValueError("batches: not a list of 1 to 10,000")
-        for batch in batches:
-            if not isinstance(batch, dict) or batch.get("file") != f"batch-{batches.index(batch)}.safetensors":
+        for index, batch in enumerate(batches):
+            if not isinstance(batch, dict) or batch.get("file") != f"batch-{index}.safetensors":
                 raise ValueError("a batch entry is not {file: batch-N.safetensors, ...}")
             if not isinstance(batch.get("values"), dict) or not isinstance(batch.get("unsupported"), list):
                 raise ValueError("a batch's values or unsupported list is malformed")
@@ -349,8 +372,8 @@ def read_capture(folder: Path, run_dir: Path) -> CapturedStep:
             raise ValueError(f"weights {weights!r}")
         seen: dict[str, Any] = meta["seen"] if isinstance(meta.get("seen"), dict) else {}
         reason = str(meta["reason"])[:200]
-    except (KeyError, TypeError, ValueError) as error:
-        raise CaptureError(f"{folder / META_FILE}: not a capture this version writes ({error})") from None
+    except (KeyError, TypeError, ValueError, OverflowError) as error:
+        raise CaptureError(f"{folder / META_FILE}: not a capture this version writes ({str(error)[:120]})") from None
     return CapturedStep(folder, step, rank, reason, weights, threads, batches, seen)
 
 
@@ -385,8 +408,8 @@ def check_safetensors(path: Path) -> None:
                 "file (a pickle?): refused"
             )
         try:
-            header = json.loads(handle.read(length))
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            header = json.loads(handle.read(length), parse_constant=_no_constant)
+        except (UnicodeDecodeError, ValueError, RecursionError):
             raise CaptureError(f"{path}: its header is not JSON: not a safetensors file: refused") from None
     if not isinstance(header, dict):
         raise CaptureError(f"{path}: its header is not a JSON object: refused")
@@ -398,7 +421,7 @@ def check_safetensors(path: Path) -> None:
             dtype = DTYPES[entry["dtype"]]
             shape = [int(d) for d in entry["shape"]]
             begin, end = (int(x) for x in entry["data_offsets"])
-        except (KeyError, TypeError, ValueError):
+        except (KeyError, TypeError, ValueError, OverflowError):
             raise CaptureError(
                 f"{path}: tensor {name!r}: a dtype this replay does not load, or a malformed entry"
             ) from None
@@ -416,6 +439,20 @@ def rebuild(
     batch: dict[str, Any], tensors: Mapping[str, torch.Tensor]
 ) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
     """The inputs, positional and keyword arguments compute_loss received, from a batch's tensors and values."""
+    for key, state in tensors.items():
+        if key.startswith("rng/") and (state.dtype != torch.uint8 or state.dim() != 1):
+            raise CaptureError(f"{batch['file']}: {key} is not an RNG state (a 1-D uint8 tensor): refused")
+    try:
+        return _rebuild(batch, tensors)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, RecursionError) as error:
+        raise CaptureError(
+            f"{batch['file']}: its values do not rebuild a batch ({str(error)[:120]}): refused"
+        ) from None
+
+
+def _rebuild(
+    batch: dict[str, Any], tensors: Mapping[str, torch.Tensor]
+) -> tuple[dict[str, Any], list[Any], dict[str, Any]]:
     if batch["unsupported"]:
         raise CaptureError(
             f"{batch['file']}: the run could not capture {', '.join(map(str, batch['unsupported'][:5]))}"
@@ -464,16 +501,28 @@ def _json(path: Path, limit: int) -> Any:
     if path.stat().st_size > limit:
         raise CaptureError(f"{path}: over {limit:,} bytes: refused")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CaptureError(f"{path}: not JSON ({error}): refused") from None
+        return json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise CaptureError(f"{path}: not JSON this replay reads ({str(error)[:120]}): refused") from None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a number a capture holds")
 
 
 def check_files(step: CapturedStep, run_dir: Path) -> None:
     """Every tensor file of a captured step checked before anything is built: a hostile capture is refused whole."""
     names = [batch["file"] for batch in step.batches] + ([WEIGHTS_FILE] if step.weights == "step_start" else [])
+    total = 0
     for name in names:
-        check_safetensors(_inside(step.folder, name, run_dir))
+        path = _inside(step.folder, name, run_dir)
+        check_safetensors(path)
+        total += path.stat().st_size
+        if total > MAX_STEP_FILES_BYTES:
+            raise CaptureError(
+                f"{step.folder}: its files hold over {MAX_STEP_FILES_BYTES:,} bytes, more than a step's capture may: "
+                "refused"
+            )
 
 
 def iter_batches(step: CapturedStep, run_dir: Path) -> Iterator[tuple[dict[str, Any], dict[str, torch.Tensor]]]:

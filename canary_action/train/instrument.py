@@ -44,6 +44,8 @@ def instrument(
     data_delay_s = faults.slow_data_s_per_step if faults is not None else 0.0
     _wrap_data_wait(trainer, counters, data_delay_s)
     _wrap_compute_loss(trainer, counters, count_batch, faults, capture)
+    if capture is not None and capture.config.on_grad_spike is not None and hasattr(trainer, "_clip_grad_norm"):
+        _wrap_clip(trainer, capture)
     if hasattr(trainer, "dataloader"):  # TRL's PPO iterates its own dataloader in its own loop
         trainer.dataloader = _CountedLoader(trainer.dataloader, counters, count_batch, data_delay_s)
     if hasattr(trainer, "_generate_and_score_completions"):
@@ -88,6 +90,19 @@ def _wrap_data_wait(trainer: Any, counters: StepCounters, delay_s: float) -> Non
             counters.data_wait_s += time.perf_counter() - start
 
     trainer.get_batch_samples = timed
+
+
+def _wrap_clip(trainer: Any, capture: StepCapture) -> None:
+    """The gradient norm before clipping, for capture.on_grad_spike: the callbacks see the gradients clipped."""
+    original = trainer._clip_grad_norm
+
+    @functools.wraps(original)
+    def measured(*args: Any, **kwargs: Any) -> Any:
+        norm = original(*args, **kwargs)
+        capture.pre_clip_norm(norm)
+        return norm
+
+    trainer._clip_grad_norm = measured
 
 
 def _wrap_compute_loss(

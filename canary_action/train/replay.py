@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 
 from canary_action.config.load import parse_config
 from canary_action.config.schema import CanaryConfig, factory_of
-from canary_action.errors import CanaryError, CaptureError
+from canary_action.errors import CanaryError, CaptureError, UsageError
 from canary_action.train import capture as cap
 from canary_action.train import custom
 from canary_action.train.instrument import compute_dtype, planted_loss
@@ -48,6 +48,12 @@ MATRIX_CPU: Final = (
     "gradient_checkpointing=true",
 )  # fmt: skip
 MATRIX_CUDA: Final = (*MATRIX_CPU, "attn_implementation=flash_attention_2", "dtype=fp16")
+#: Keys that change what reaches the model (the batch): a replay of captured batches cannot vary them.
+DATA_KEYS: Final = frozenset({
+    "packing", "padding_free", "max_length", "max_prompt_length", "batch_size", "gradient_accumulation_steps",
+    "dataset_name", "dataset_subset", "dataset_revision", "dataset_split", "dataset_size", "seed", "num_generations",
+    "max_new_tokens", "tokenizer_name", "completion_only_loss",
+})  # fmt: skip
 
 
 class ReplayRow(BaseModel):
@@ -94,8 +100,13 @@ class Variant:
         parts = tuple(p.strip() for p in spec.split(",") if p.strip())
         for part in parts:
             if "=" not in part:
-                raise CaptureError(
-                    f"--variant {spec!r}: each change is KEY=VALUE (dtype=fp32, attn_implementation=sdpa)"
+                raise UsageError(f"--variant {spec!r}: each change is KEY=VALUE (dtype=fp32, attn_implementation=sdpa)")
+            key = part.partition("=")[0].strip()
+            if key.split(".")[0] in DATA_KEYS:
+                raise UsageError(
+                    f"--variant {part}: {key} changes the batches, which the capture fixed: a replay changes the "
+                    "model and its arithmetic, not the data",
+                    fix="compare it with a lockstep pair (canary pair) instead",
                 )
         return cls(", ".join(parts) or AS_RUN, parts)
 
@@ -110,11 +121,9 @@ def replay(
     *,
     steps: Sequence[int] = (),
     repeats: int = 3,
-    config_data: dict[str, Any] | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> ReplayResult:
-    """Every captured step (or those in `steps`) under every variant. `config_data`: another config for the same
-    batches (a tree's own canary.yaml, --tree); default: the one the run captured."""
+    """Every captured step (or those in `steps`) under every variant, from the config the run captured."""
     captured_config, captured = cap.find_captures(run_dir)
     chosen = [c for c in captured if not steps or c.step in steps]
     if not chosen:
@@ -122,7 +131,7 @@ def replay(
         raise CaptureError(f"--step {', '.join(map(str, steps))}: not captured in {run_dir} (captured: {found})")
     for step in chosen:
         cap.check_files(step, run_dir)
-    data = config_data if config_data is not None else captured_config
+    data = captured_config
     rows: list[ReplayRow] = []
     device = "cpu"
     for variant in variants:
@@ -225,14 +234,13 @@ def _load_weights(model: Any, step: cap.CapturedStep, run_dir: Path) -> tuple[bo
     trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
     if set(trainable) != set(weights):
         return False, "the variant's trainable weights are not the run's (LoRA switched?): timed only"
+    wrong = next((n for n, p in trainable.items() if weights[n].shape != p.shape), None)
+    if wrong is not None:
+        shapes = f"{tuple(weights[wrong].shape)} captured, {tuple(trainable[wrong].shape)} in this model"
+        return False, f"the variant's weights are not the run's shapes ({wrong}: {shapes}): timed only"
     with torch.no_grad():
         for name, parameter in trainable.items():
-            source = weights[name]
-            if source.shape != parameter.shape:
-                raise CaptureError(
-                    f"weights {name!r}: shape {tuple(source.shape)}, the model's {tuple(parameter.shape)}"
-                )
-            parameter.copy_(source.to(parameter.dtype))
+            parameter.copy_(weights[name].to(parameter.dtype))
     return True, None
 
 

@@ -282,9 +282,10 @@ class CanaryRun:
         shortfall = self.profiler.shortfall(self.status, self.record.num_steps) if self.profiler else None
         if shortfall is not None and shortfall not in self.notices:
             self.notices.append(shortfall)
-        captured = self.capture.summary() if self.capture is not None else None
-        if captured is not None and captured not in self.notices:
-            self.notices.append(captured)
+        if self.capture is not None:
+            for line in (self.capture.summary(), self.capture.missed(self.record.num_steps)):
+                if line is not None and line not in self.notices:
+                    self.notices.append(line)
 
 
 def profiler_steps(config: CommonConfig) -> range | None:

@@ -70,17 +70,25 @@ def test_a_planted_nan_is_captured_unasked_and_fp32_tells_its_precision_cause(
     assert "planted: torch.compile refused this model" in (rows["torch_compile=true"].error or "")
 
     # The command, as a user runs it: the table, replay.json and replay.md, exit 0.
+    out = tmp_path / "replayed"
     done = subprocess.run(
         [sys.executable, "-m", "canary_action", "replay", str(run_dir), "--step", "2", "--variant", "dtype=fp32",
-         "--repeats", "1"],
+         "--repeats", "1", "-o", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     for said in ("as run", "dtype=fp32", "NaN/Inf", "recorded NaN/Inf"):
         assert said in done.stdout
-    written = json.loads((run_dir / "replay" / "replay.json").read_text(encoding="utf-8"))
+    written = json.loads((out / "replay.json").read_text(encoding="utf-8"))
     assert [r["variant"] for r in written["rows"]] == ["as run", "dtype=fp32"]
-    assert "| as run | 2 |" in (run_dir / "replay" / "replay.md").read_text(encoding="utf-8")
+    assert "| as run | 2 |" in (out / "replay.md").read_text(encoding="utf-8")
+    assert not (run_dir / "replay").exists()  # nothing written into the run folder (an artifact's, maybe)
+
+    # Run from inside the run folder, the captured config's code would be imported from an artifact: refused.
+    inside = subprocess.run([sys.executable, "-m", "canary_action", "replay", "."], cwd=run_dir,
+                            capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    assert inside.returncode == 2, inside.stderr[-2000:]
+    assert "run it from your checkout" in inside.stderr
 
 
 SLOW_LOSS = """
@@ -153,3 +161,13 @@ def test_a_hostile_capture_is_refused_whole_with_exit_2(tmp_path: Path) -> None:
     assert "capture refused:" in done.stderr
     assert f"{step / 'batch-0.safetensors'}: its header claims" in done.stderr
     assert "replay:" not in done.stderr  # nothing was built
+
+
+def test_a_gradient_spike_is_captured_before_its_update(tmp_path: Path) -> None:
+    """capture.on_grad_spike judges the norm the trainer measured before clipping (the callbacks see it clipped)."""
+    spike = ["fault_injection.grad_spike_at_steps=[8]", "fault_injection.grad_spike_factor=1000"]
+    run_dir = captured_run("sft", tmp_path, "max_steps=9", "capture.on_grad_spike=5", *spike)
+    meta = json.loads((run_dir / "captures" / "step-000008-rank0" / "capture.json").read_text(encoding="utf-8"))
+    assert meta["reason"].startswith("grad_spike")
+    assert meta["weights"] == "step_start"
+    assert sorted(p.name for p in (run_dir / "captures").glob("step-*")) == ["step-000008-rank0"]

@@ -46,8 +46,11 @@ def test_a_well_formed_capture_reads_back(tmp_path: Path) -> None:
 
 
 def header_file(path: Path, header: object, data: bytes = b"") -> None:
-    raw = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+    raw_header(path, json.dumps(header).encode(), data)
+
+
+def raw_header(path: Path, header: bytes, data: bytes = b"") -> None:
+    path.write_bytes(struct.pack("<Q", len(header)) + header + data)
 
 
 @pytest.mark.parametrize(
@@ -71,8 +74,31 @@ def header_file(path: Path, header: object, data: bytes = b"") -> None:
         ),
         (lambda p: header_file(p, ["not", "a", "mapping"]), "not a JSON object"),
         (lambda p: torch.save({"a": torch.ones(2)}, p), "not a safetensors file"),
+        (
+            lambda p: raw_header(p, b'{"x": {"dtype": "F32", "shape": [1e400], "data_offsets": [0, 8]}}', b"\0" * 8),
+            "malformed entry",
+        ),
+        (lambda p: p.write_bytes(struct.pack("<Q", 20_000) + b"[" * 20_000 + b"\0" * 8), "not JSON"),
+        (
+            lambda p: (
+                header_file(p, {"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8)
+                or p.write_bytes(p.read_bytes().replace(b"[2]", b"[NaN]"))
+            ),
+            "not JSON",
+        ),
     ],
-    ids=["truncated", "two-bytes", "1e12-elements", "beyond-the-data", "unknown-dtype", "list-header", "pickle"],
+    ids=[
+        "truncated",
+        "two-bytes",
+        "1e12-elements",
+        "beyond-the-data",
+        "unknown-dtype",
+        "list-header",
+        "pickle",
+        "infinite-shape",
+        "nested-header",
+        "nan-constant",
+    ],
 )
 def test_a_hostile_tensor_file_is_refused_by_name(tmp_path: Path, plant: object, said: str) -> None:
     run = a_capture(tmp_path)
@@ -122,8 +148,10 @@ def test_links_are_refused(tmp_path: Path) -> None:
             "batch-N.safetensors",
         ),
         ("x" * (cap.MAX_META_BYTES + 1), "over"),
+        (json.dumps({"schema": 1, "step": 1e999, "rank": 0, "torch_threads": 1}), "not JSON|not a capture"),
+        ("[" * 100_000 + "]" * 100_000, "not JSON"),
     ],
-    ids=["not-json", "schema", "step-range", "file-escape", "huge"],
+    ids=["not-json", "schema", "step-range", "file-escape", "huge", "infinite-step", "deep-nesting"],
 )
 def test_malformed_metadata_is_refused(tmp_path: Path, meta: str, said: str) -> None:
     run = a_capture(tmp_path)
@@ -159,3 +187,30 @@ def test_any_header_is_loaded_or_refused_never_a_crash(
     header_file(path, header, data)
     with contextlib.suppress(CaptureError):
         cap.load_tensors(path, path.parent)
+
+
+def test_a_batch_whose_values_do_not_rebuild_is_refused(tmp_path: Path) -> None:
+    run = a_capture(tmp_path)
+    meta_path = run / "captures" / "step-000002-rank0" / "capture.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta["batches"][0]["values"] = {"inputs/pairs": {"kind": "list", "length": 3}}  # items 0-2 missing
+    meta_path.write_text(json.dumps(meta), encoding="utf-8")
+    _, (step,) = cap.find_captures(run)
+    ((batch, tensors),) = list(cap.iter_batches(step, run))
+    with pytest.raises(CaptureError, match="do not rebuild a batch"):
+        cap.rebuild(batch, tensors)
+    tensors["rng/cpu"] = torch.ones(3)
+    with pytest.raises(CaptureError, match="not an RNG state"):
+        cap.rebuild(batch, tensors)
+
+
+def test_a_variant_of_the_data_is_refused() -> None:
+    from canary_action.errors import UsageError
+    from canary_action.train.replay import Variant
+
+    with pytest.raises(UsageError, match="changes the batches"):
+        Variant.parse("packing=true")
+    assert Variant.parse("dtype=fp32, attn_implementation=eager").overrides == (
+        "dtype=fp32",
+        "attn_implementation=eager",
+    )

@@ -77,7 +77,7 @@ print(*[n for n in nan_run.metrics.notices if n.startswith("capture: ")], sep="\
 # captured batch, then backward.
 
 # %%
-# !canary replay {NAN_DIR} --step 6 --variant dtype=fp32 --repeats 1
+# !canary replay {NAN_DIR} --step 6 --variant dtype=fp32 --repeats 1 -o {WORK / "nan-replay"}
 
 # %%
 rows = {row.variant: row for row in replay(NAN_DIR, [Variant.parse(""), Variant.parse("dtype=fp32")], repeats=1).rows}
