@@ -17,6 +17,7 @@
 # 4. one replay across two code trees: the base commit's and a pull request's, whose loss code got slower.
 
 # %%
+import json
 import os
 import shutil
 import sys
@@ -53,9 +54,9 @@ started = time.perf_counter()
 # %% [markdown]
 # ## 1. A NaN that only bf16 makes
 #
-# `fault_injection.precision_loss_at_step: 6` multiplies step 6's loss by `1 + (log(1 − x) − log(1 − x))` with
-# `x = 1 − 1e-4` in the dtype the model computes in: exactly 1 in fp32, NaN in bf16, where `x` rounds to 1 — the
-# kind of NaN a half precision makes (a `log(1 − p)` of a probability that rounds to 1). The run is in bf16
+# `fault_injection.precision_loss_at_step: 6` multiplies step 6's loss by `1 + (log(1 - x) - log(1 - x))` with
+# `x = 1 - 1e-4` in the dtype the model computes in: exactly 1 in fp32, NaN in bf16, where `x` rounds to 1 — the
+# kind of NaN a half precision makes (a `log(1 - p)` of a probability that rounds to 1). The run is in bf16
 # (autocast on the CPU) and has **no `capture:` block**.
 
 # %%
@@ -137,7 +138,7 @@ assert all(row.status == "ok" for row in table.rows if "flash" not in row.varian
 # rest of the step.
 
 # %%
-SLOW = '''
+SLOW = """
 import time
 
 from canary_action.train.builtin.example_factory import build_trainer as plain
@@ -153,7 +154,7 @@ def build_trainer(context):
 
     trainer.compute_loss = slower
     return trainer
-'''
+"""
 custom = (REPO / "configs" / "tiny" / "custom.yaml").read_text(encoding="utf-8")
 custom = custom.replace("canary_action.train.builtin.example_factory", "team_model")
 TREES = {"base": WORK / "base", "head": WORK / "head"}
@@ -168,12 +169,11 @@ base_run = api.run("canary.yaml", output_dir=WORK / "trees-run", overrides=["max
 BASE_RUN = base_run.metrics_path.parent
 
 # %%
-# !canary replay {BASE_RUN} --tree {TREES["base"]} --tree {TREES["head"]} --repeats 1 --format markdown -o {WORK / "trees-replay"}
+REPLAYED = WORK / "trees-replay"
+# !canary replay {BASE_RUN} --tree {TREES["base"]} --tree {TREES["head"]} --repeats 1 -o {REPLAYED}
 
 # %%
-import json  # noqa: E402
-
-rows = {r["variant"]: r for r in json.loads((WORK / "trees-replay" / "replay.json").read_text())["rows"]}
+rows = {r["variant"]: r for r in json.loads((REPLAYED / "replay.json").read_text())["rows"]}
 base_row, head_row = rows[f"tree {TREES['base']}"], rows[f"tree {TREES['head']}"]
 print(f"forward: base {base_row['forward_ms']:.0f} ms, head {head_row['forward_ms']:.0f} ms; loss equal: "
       f"{head_row['bitwise_equal']}")  # fmt: skip
