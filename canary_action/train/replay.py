@@ -164,12 +164,27 @@ def _built(data: dict[str, Any], variant: Variant) -> Iterator[tuple[Any, Canary
         setup: TrainingSetup[Any] = TrainingSetup(config, placement, Path(scratch), [], [])
         trainer = builder.build_trainer(setup)
         model = trainer.model
-        if config.gradient_checkpointing and not getattr(model, "is_gradient_checkpointing", False):
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if config.gradient_checkpointing and not _checkpointing(model):
+            _enable_checkpointing(model)
             if hasattr(model, "enable_input_require_grads"):
                 model.enable_input_require_grads()
         model.train()
         yield trainer, config
+
+
+def _checkpointing(model: Any) -> bool:
+    """Whether activation checkpointing is on: transformers 5 names it is_activation_checkpointing (warning for the
+    old is_gradient_checkpointing, which 4.x has alone)."""
+    on = getattr(model, "is_activation_checkpointing", None)
+    return bool(on if on is not None else getattr(model, "is_gradient_checkpointing", False))
+
+
+def _enable_checkpointing(model: Any) -> None:
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers 5's name
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
 def _replay_step(
