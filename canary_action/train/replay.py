@@ -131,16 +131,17 @@ def replay(
         raise CaptureError(f"--step {', '.join(map(str, steps))}: not captured in {run_dir} (captured: {found})")
     for step in chosen:
         cap.check_files(step, run_dir)
-    data = captured_config
+    # Each step's files read once, whatever the number of variants.
+    loaded = {step.folder: _Loaded.read(step, run_dir) for step in chosen}
     rows: list[ReplayRow] = []
     device = "cpu"
     for variant in variants:
         say(f"replay: {variant.label}")
         try:
-            with _built(data, variant) as (trainer, config):
+            with _built(captured_config, variant) as (trainer, config):
                 device = trainer.args.device.type
                 for step in chosen:
-                    rows.append(_replay_step(trainer, config, step, run_dir, variant=variant, repeats=repeats))
+                    rows.append(_replay_step(trainer, config, loaded[step.folder], variant=variant, repeats=repeats))
         except CaptureError:
             raise  # the capture itself: refused whole (exit 2), not one variant's failure
         except Exception as error:  # a variant that cannot be built or run is a row, not the end of the replay
@@ -158,8 +159,6 @@ def _built(data: dict[str, Any], variant: Variant) -> Iterator[tuple[Any, Canary
     family.preflight(config)
     builder = custom if factory_of(config) is not None else family
     placement = resolve_placement(config)
-    if not placement.on_cuda:
-        torch.set_num_threads(max(1, torch.get_num_threads()))
     with tempfile.TemporaryDirectory(prefix="canary-replay-") as scratch:
         setup: TrainingSetup[Any] = TrainingSetup(config, placement, Path(scratch), [], [])
         trainer = builder.build_trainer(setup)
@@ -187,14 +186,25 @@ def _enable_checkpointing(model: Any) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
 
 
-def _replay_step(
-    trainer: Any, config: CanaryConfig, step: cap.CapturedStep, run_dir: Path, *, variant: Variant, repeats: int
-) -> ReplayRow:
-    model = trainer.model
+@dataclass(frozen=True)
+class _Loaded:
+    """A captured step's files, read once: its micro-batches and its starting weights (None: not captured)."""
+
+    step: cap.CapturedStep
+    batches: list[tuple[dict[str, Any], dict[str, torch.Tensor]]]
+    weights: dict[str, torch.Tensor] | None
+
+    @classmethod
+    def read(cls, step: cap.CapturedStep, run_dir: Path) -> _Loaded:
+        weights = cap.load_tensors(step.folder / cap.WEIGHTS_FILE, run_dir) if step.weights == "step_start" else None
+        return cls(step, list(cap.iter_batches(step, run_dir)), weights)
+
+
+def _replay_step(trainer: Any, config: CanaryConfig, loaded: _Loaded, *, variant: Variant, repeats: int) -> ReplayRow:
+    model, step, batches = trainer.model, loaded.step, loaded.batches
     if step.torch_threads and trainer.args.device.type == "cpu":
         torch.set_num_threads(step.torch_threads)  # the run's reductions split as the run's were: bitwise
-    comparable, note = _load_weights(model, step, run_dir)
-    batches = list(cap.iter_batches(step, run_dir))
+    comparable, note = _load_weights(model, loaded.weights)
     # As the trainer's train() prepares it: accelerate's autocast around forward for bf16/fp16 mixed precision.
     prepared = trainer.accelerator.prepare_model(model, evaluation_mode=False)
     forward = prepared if not config.torch_compile else torch.compile(prepared)
@@ -242,10 +252,9 @@ def _replay_step(
     )  # fmt: skip
 
 
-def _load_weights(model: Any, step: cap.CapturedStep, run_dir: Path) -> tuple[bool, str | None]:
-    if step.weights != "step_start":
+def _load_weights(model: Any, weights: dict[str, torch.Tensor] | None) -> tuple[bool, str | None]:
+    if weights is None:
         return False, "the capture holds no weights (over max_step_bytes, or taken after the update): timed only"
-    weights = cap.load_tensors(step.folder / cap.WEIGHTS_FILE, run_dir)
     trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
     if set(trainable) != set(weights):
         return False, "the variant's trainable weights are not the run's (LoRA switched?): timed only"
