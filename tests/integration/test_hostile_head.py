@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,6 +61,7 @@ import subprocess
 import sys
 
 TARGETS = json.loads(Path(__file__).with_name("targets.json").read_text())
+PICKLE = b"\\x80\\x04\\x95\\x1c\\x00cos\\nsystem\\n\\x94\\x8c\\x02id\\x94\\x85\\x94R\\x94."  # os.system("id")
 
 
 def attempt(tried, name, action):
@@ -75,6 +77,11 @@ def plant(run_dir):
     attempt(tried, "link to a host file", lambda: os.symlink(TARGETS["victim"], run_dir / "creds"))
     attempt(tried, "link to a host folder", lambda: os.symlink(TARGETS["host_folder"], run_dir / "host"))
     attempt(tried, "fifo", lambda: os.mkfifo(run_dir / "pipe"))
+    step = run_dir / "captures" / "step-000001-rank0"  # a capture for `canary replay` on the downloaded artifact
+    attempt(tried, "capture", lambda: (step.mkdir(parents=True),
+                                       (run_dir / "captures" / "config.json").write_bytes(PICKLE),
+                                       (step / "batch-0.safetensors").write_bytes(PICKLE),
+                                       os.symlink(TARGETS["victim"], step / "weights.safetensors")))
     attempt(tried, "hard link", lambda: os.link(TARGETS["victim"], run_dir / "hard"))
     shared = Path(TARGETS["shared_cache"])
     attempt(tried, "shared cache", lambda: (shared.mkdir(parents=True, exist_ok=True),
@@ -153,7 +160,7 @@ def test_a_hostile_head_side_crosses_nothing_and_its_slowdown_is_still_a_regress
     [attack] = (first / "head").rglob("attack.txt")
     assert attack.read_text(encoding="utf-8") == "refused"  # its SIGSTOP of the base side
     tried = json.loads(next((first / "head").rglob("tried.json")).read_text(encoding="utf-8"))
-    assert tried["link to a host file"] == "done"  # it could plant them: what matters is that nothing follows them
+    assert tried["link to a host file"] == tried["capture"] == "done"  # it could plant them: what matters is that nothing follows them
 
     # Nothing written through a link, and nothing but plain folders and files left for the upload.
     assert victim.read_text(encoding="utf-8") == "root only\n"
@@ -161,8 +168,14 @@ def test_a_hostile_head_side_crosses_nothing_and_its_slowdown_is_still_a_regress
     assert leftovers == []
     assert all(p.stat().st_nlink == 1 for p in out.rglob("*") if p.is_file())
     said = " ".join(result["notes"])
-    for planted in ("error.log (a link)", "creds (a link)", "host (a link)", "pipe (a named pipe (FIFO))"):
+    for planted in ("error.log (a link)", "creds (a link)", "host (a link)", "pipe (a named pipe (FIFO))",
+                    "captures/step-000001-rank0/weights.safetensors (a link)"):
         assert planted in said, result["notes"]
+    # What it left as a capture is data a replay refuses (never unpickled), with the replay's exit code for it.
+    replayed = subprocess.run([sys.executable, "-m", "canary_action", "replay", str(first / "head")],
+                              capture_output=True, text=True, cwd=tmp_path, timeout=120, check=False)  # fmt: skip
+    assert replayed.returncode == 2, replayed.stderr[-2000:]
+    assert "config.json: not JSON this replay reads" in replayed.stderr
     # A hard link to root's file: refused where fs.protected_hardlinks is on (most distributions), removed elsewhere.
     assert tried["hard link"] == "PermissionError" or "hard (a file of 2 hard links)" in said
     assert SECRET not in done.stdout + done.stderr
