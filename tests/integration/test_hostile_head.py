@@ -160,7 +160,8 @@ def test_a_hostile_head_side_crosses_nothing_and_its_slowdown_is_still_a_regress
     [attack] = (first / "head").rglob("attack.txt")
     assert attack.read_text(encoding="utf-8") == "refused"  # its SIGSTOP of the base side
     tried = json.loads(next((first / "head").rglob("tried.json")).read_text(encoding="utf-8"))
-    assert tried["link to a host file"] == tried["capture"] == "done"  # it could plant them: what matters is that nothing follows them
+    # It could plant them: what matters is that nothing follows them.
+    assert tried["link to a host file"] == tried["capture"] == "done"
 
     # Nothing written through a link, and nothing but plain folders and files left for the upload.
     assert victim.read_text(encoding="utf-8") == "root only\n"
