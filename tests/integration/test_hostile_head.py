@@ -169,8 +169,13 @@ def test_a_hostile_head_side_crosses_nothing_and_its_slowdown_is_still_a_regress
     assert leftovers == []
     assert all(p.stat().st_nlink == 1 for p in out.rglob("*") if p.is_file())
     said = " ".join(result["notes"])
-    for planted in ("error.log (a link)", "creds (a link)", "host (a link)", "pipe (a named pipe (FIFO))",
-                    "captures/step-000001-rank0/weights.safetensors (a link)"):
+    for planted in (
+        "error.log (a link)",
+        "creds (a link)",
+        "host (a link)",
+        "pipe (a named pipe (FIFO))",
+        "captures/step-000001-rank0/weights.safetensors (a link)",
+    ):
         assert planted in said, result["notes"]
     # What it left as a capture is data a replay refuses (never unpickled), with the replay's exit code for it.
     replayed = subprocess.run([sys.executable, "-m", "canary_action", "replay", str(first / "head")],
