@@ -24,6 +24,7 @@ import click
 from canary_action import __version__, interrupts
 from canary_action.cli_bisect import bisect_command
 from canary_action.cli_github import gh_report_command
+from canary_action.cli_history import history_command
 from canary_action.cli_options import ACCEPT_NUMERICS_HELP, threshold_options
 from canary_action.cli_pair import pair_command
 from canary_action.cli_replay import replay_command
@@ -146,6 +147,7 @@ def cli(verbose: bool) -> None:
 
 cli.add_command(bisect_command)  # cli_bisect.py
 cli.add_command(gh_report_command)  # rlhf-canary 0.1's gh-report: cli_github.py
+cli.add_command(history_command)  # cli_history.py
 cli.add_command(pair_command)  # cli_pair.py
 cli.add_command(replay_command)  # cli_replay.py
 cli.add_command(report_command)  # cli_report.py

@@ -121,6 +121,12 @@ class CaptureError(MetricsFileError):
     title = "capture refused"
 
 
+class HistoryError(MetricsFileError):
+    """A history file (docs/history.md) cannot be read or written: missing, over its cap, or no line of it valid."""
+
+    title = "history refused"
+
+
 class ArtifactError(MetricsFileError):
     """A measured run's artifact (made by pull request code: untrusted data) was refused in report mode."""
 

@@ -2,7 +2,8 @@
 # Make the project's virtual environment: the CPU build of torch first, then the project with its extras, every
 # version pinned by requirements/ci-constraints.txt.
 #
-# usage: scripts/install.sh [EXTRAS]        (default: train,dev; the main job uses train)
+# usage: scripts/install.sh [EXTRAS]        (default: train,dev; the main job uses train; dev also installs the
+#                                           browser of tests/browser: scripts/install-browser.sh)
 #   VENV: the environment's folder (default: .venv; made when it has no pip yet)
 #   CANARY_TORCH_INDEX: where the CPU build comes from when no wheel is at hand
 #                       (default: https://download.pytorch.org/whl/cpu)
@@ -22,3 +23,6 @@ if ! "${venv}/bin/pip" install -q --no-index --no-deps "${torch_pin}" 2>/dev/nul
     "${venv}/bin/pip" install -q --no-deps --index-url "${CANARY_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}" "${torch_pin}"
 fi
 "${venv}/bin/pip" install -q -c requirements/ci-constraints.txt -e ".[${extras}]"
+if [[ ",${extras}," == *",dev,"* ]]; then
+    bash scripts/install-browser.sh # the history page's browser tests (tests/browser/)
+fi

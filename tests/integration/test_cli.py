@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import click
 import pytest
 
 from canary_action.cli import cli
@@ -454,13 +455,16 @@ def test_version_and_help() -> None:
 
 def test_the_command_line_is_frozen() -> None:
     """Every command and flag (a public surface: workflows call them). A change here is a release note."""
+    commands = {name: command for name, command in cli.commands.items() if not isinstance(command, click.Group)}
+    for group in (c for c in cli.commands.values() if isinstance(c, click.Group)):
+        commands |= {f"{group.name} {name}": command for name, command in group.commands.items()}
     surface = {
         name: sorted(
             opt
             for param in command.params  # secondary_opts: the off switch of a --x/--no-x flag
             for opt in ([*param.opts, *param.secondary_opts] if param.opts else [param.name or ""])
         )
-        for name, command in sorted(cli.commands.items())
+        for name, command in sorted(commands.items())
     }
     assert surface == {
         # issue 27: which commit made the canary slower (docs/bisect.md)
@@ -480,6 +484,11 @@ def test_the_command_line_is_frozen() -> None:
                              "--templates", "--trusted-config",
                              "--accept-config-change"]),  # issue 34: an incomparable PR run fails, unless accepted
         # --builtin: issue 15 item 5; --device: issue 35 (a Hub sample is for a GPU runner: cuda)
+        # issue 38: the history of a config's trusted runs and its static site (docs/history.md)
+        "history append": sorted(["history", "output", "--repository", "--event", "--commit", "--run-id",
+                                  "--pull-request", "--pull-request-result", "--bisect-bad", "--bisect-summary",
+                                  "--keep"]),
+        "history build": sorted(["source", "-o", "--output", "--repository"]),
         "init-config": sorted(["out", "--type", "--tier", "--builtin", "--device", "--force"]),
         # --format (terminal|markdown): as compare's, the walk-through after issue 15
         # --confirm-minutes: issue 33 (a speed failure confirmed by a second pair)

@@ -179,6 +179,7 @@ def test_an_installed_wheel_carries_the_templates(result_file: Path, tmp_path: P
     names = zipfile.ZipFile(wheel).namelist()
     assert sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("canary_action/templates/")) == TEMPLATES
     assert "canary_action/py.typed" in names
+    assert {"canary_action/history/assets/site.css", "canary_action/history/assets/ledger.js"} <= set(names)
     site = tmp_path / "site"
     subprocess.run([*pip, "install", "--no-deps", "--target", site, wheel], check=True, capture_output=True, env=env)
 
