@@ -50,7 +50,7 @@ def entry_from_output(
             f"{folder / RESULT_FILE} is a lockstep pair's result (a pull request's): history holds default-branch "
             "runs", fix="pass it as --pull-request-result of the push that merged it",
         )  # fmt: skip
-    return _entry(result, _metrics_of(folder, result), repository=repository, event=event, commit=commit,
+    return entry_from_result(result, _metrics_of(folder, result), repository=repository, event=event, commit=commit,
                   run_id=run_id, pull_request=pull_request, bisect=bisect)  # fmt: skip
 
 
@@ -64,10 +64,10 @@ def pull_request_from_result(path: Path, *, number: int | None) -> PullRequest:
             f"{path} is not a lockstep pair's result: it holds no paired effects",
             fix="pass the result.json of the pull request's pair (its artifact)",
         )
-    return _pull_request(result, number)
+    return pull_request_of(result, number)
 
 
-def _pull_request(result: CompareResult, number: int | None) -> PullRequest:
+def pull_request_of(result: CompareResult, number: int | None) -> PullRequest:
     assert result.pairing is not None
     head = result.pairing.head_commit or result.current.git_sha
     effects = [
@@ -79,7 +79,7 @@ def _pull_request(result: CompareResult, number: int | None) -> PullRequest:
     return PullRequest(number=number, head_commit=head, effects=effects)
 
 
-def _entry(
+def entry_from_result(
     result: CompareResult, metrics: Metrics | None, *, repository: str, event: Event, commit: str | None,
     run_id: int | None, pull_request: PullRequest | None, bisect: Bisect | None,
 ) -> Entry:  # fmt: skip
@@ -182,10 +182,11 @@ def from_artifacts(folder: Path, *, repository: str) -> Collected:
             result = read_result(path)
             if result.pairing is not None:
                 pairs.append((result.current.config_name, _utc(result.current.started_at),
-                              _pull_request(result, None)))  # fmt: skip
+                              pull_request_of(result, None)))  # fmt: skip
                 continue
-            runs.append(_entry(result, _metrics_of(path.parent, result), repository=repository, event="artifact",
-                               commit=None, run_id=None, pull_request=None, bisect=None))  # fmt: skip
+            metrics = _metrics_of(path.parent, result)
+            runs.append(entry_from_result(result, metrics, repository=repository, event="artifact", commit=None,
+                                          run_id=None, pull_request=None, bisect=None))  # fmt: skip
         except (CanaryError, ValidationError, ValueError) as error:
             message = error.message if isinstance(error, CanaryError) else f"{type(error).__name__}"
             found.notes.append(f"{where}: left out ({message[:300]})")

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 RUNS = 120
 SCREENSHOTS = REPO / "docs" / "images"
+#: This project's own recorded runs as a history (benchmarks/history_from_data.py).
+RECORDED = REPO / "benchmarks" / "data" / "history-2026-11-28" / "history.jsonl"
 
 
 @pytest.fixture(scope="module")
@@ -150,15 +152,22 @@ def test_a_phone_reads_it_without_the_page_scrolling_sideways(site: Path, browse
 
 
 @pytest.mark.skipif(not os.environ.get("UPDATE_SCREENSHOTS"), reason="UPDATE_SCREENSHOTS=1 writes docs/images")
-def test_screenshots_for_the_docs(site: Path, browser: Browser, tmp_path: Path) -> None:
-    """docs/images/history-*.png: the index and a config page, light and dark, and a phone's view."""
-    shots = [("history-index.png", "index.html", "light", 1100), ("history-config.png", page_name("canary-0"),
-             "light", 1100), ("history-config-dark.png", page_name("canary-0"), "dark", 1100),
-             ("history-phone.png", page_name("canary-0"), "light", 390)]  # fmt: skip
-    for file, name, scheme, width in shots:
+def test_screenshots_for_the_docs(browser: Browser, tmp_path: Path) -> None:
+    """docs/images/history-*.png: the site of this project's own recorded runs (benchmarks/history_from_data.py),
+    its index and a config page, light and dark, and a phone's view."""
+    build_site(read_history(RECORDED), tmp_path / "site")
+    shots = [("history-index.png", "index.html", "light", 1100, False),
+             ("history-team-dpo.png", page_name("team-dpo"), "light", 1100, False),
+             ("history-tiny-dpo-dark.png", page_name("tiny-dpo"), "dark", 1100, False),
+             ("history-phone.png", page_name("team-dpo"), "light", 390, False),
+             ("history-ledger.png", page_name("team-dpo"), "light", 1100, True)]  # fmt: skip
+    for file, name, scheme, width, ledger in shots:
         context = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
         page = context.new_page()
-        page.goto((site / name).as_uri())
-        page.screenshot(path=str(tmp_path / file))
+        page.goto((tmp_path / "site" / name).as_uri())
+        if ledger:
+            page.locator("#ledger").screenshot(path=str(tmp_path / file))
+        else:
+            page.screenshot(path=str(tmp_path / file))
         context.close()
         shutil.copyfile(tmp_path / file, SCREENSHOTS / file)
