@@ -44,6 +44,16 @@ OPERATIONS = (
     ("get", "/repos/{owner}/{repo}/commits/{commit_sha}/pulls"),
     ("get", "/repos/{owner}/{repo}/commits/{ref}"),
     ("get", "/user"),
+    # The history step (github/history_mode.py): the history branch read and written through the Git Data API.
+    ("get", "/repos/{owner}/{repo}/git/ref/{ref}"),
+    ("get", "/repos/{owner}/{repo}/git/commits/{commit_sha}"),
+    ("get", "/repos/{owner}/{repo}/git/trees/{tree_sha}"),
+    ("get", "/repos/{owner}/{repo}/git/blobs/{file_sha}"),
+    ("post", "/repos/{owner}/{repo}/git/blobs"),
+    ("post", "/repos/{owner}/{repo}/git/trees"),
+    ("post", "/repos/{owner}/{repo}/git/commits"),
+    ("post", "/repos/{owner}/{repo}/git/refs"),
+    ("patch", "/repos/{owner}/{repo}/git/refs/{ref}"),
 )
 
 

@@ -22,8 +22,9 @@ pull_request_target, which is measure there: its job holds a write token):
      run, write the sticky comment. A push, a schedule or a dispatch without pr-number only measures.
   On a pull request from a fork the token is read-only: steps 1 and 5 are skipped with a notice.
 
-mode report: report_mode.py (with bisect-bad, bisect_report.py: a bisect's issue). mode bisect: bisect_mode.py,
-which, like measure, uses no token and makes no request. The modes live in run_mode.py, report_mode.py and
+mode report: report_mode.py (with bisect-bad, bisect_report.py: a bisect's issue). mode history: history_mode.py,
+the history branch and site of default-branch runs (docs/history.md). mode bisect: bisect_mode.py, which, like
+measure, uses no token and makes no request. The modes live in run_mode.py, report_mode.py and
 bisect_mode.py; step.py holds what they share.
 
 Exit codes (cli.py): 0 pass or neutral, 1 regression (0 with fail-on: never), 2 bad input, 3 a crash or
@@ -88,10 +89,8 @@ def _main(
         step = Step(inputs, runner, event_context(runner, inputs), client, log)
         mode = _mode(step)
         _say_ignored_inputs(step, mode)
-        if mode == "report":
-            from canary_action.github.report_mode import report_mode
-
-            return report_mode(step)
+        if mode in ("report", "history"):
+            return _trains_nothing(step, mode)
         if mode in ("measure", "bisect") and token:
             log.annotate(
                 "warning",
@@ -120,6 +119,17 @@ def _main(
         if step is not None:
             write_outputs(step.runner.output_path, step.outputs)
             _hand_back(step.out_dir, step.runner.workspace, step.log)
+
+
+def _trains_nothing(step: Step, mode: str) -> int:
+    """The modes of report/action.yml's light job: report (report_mode.py) and history (history_mode.py)."""
+    if mode == "history":
+        from canary_action.github.history_mode import history_mode
+
+        return history_mode(step)
+    from canary_action.github.report_mode import report_mode
+
+    return report_mode(step)
 
 
 def _unlink_links_on_the_way(out_dir: Path, workspace: Path, log: Log) -> None:

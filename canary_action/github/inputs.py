@@ -58,14 +58,16 @@ class ActionInputs(BaseModel):
         "default branch's checkout in mode report, never from a pull request's files; unused in mode measure. "
         "Empty: ours.",
     )
-    mode: Literal["auto", "run", "measure", "report", "bisect"] = Field(
+    mode: Literal["auto", "run", "measure", "report", "bisect", "history"] = Field(
         "auto",
         description="measure: train and write the results for upload, using no token (the job that runs pull "
         "request code); report: compare a measured run's uploaded results and publish them (a separate job with "
         "the write token), or a bisect's as an issue; run: train, compare and publish in one job (trusted code "
         "only; on pull_request_target, issue_comment and a workflow_dispatch given pr-number only with the event's "
         "commit checked out); bisect: find the commit between good and bad that made the canary regress, with "
-        "lockstep pairs, using no token (docs/bisect.md); auto: report on workflow_run, measure on "
+        "lockstep pairs, using no token (docs/bisect.md); history: append the measured run of this default-branch "
+        "run to the history branch and build the history site, in a job that trains nothing (docs/history.md); "
+        "auto: report on workflow_run, measure on "
         "pull_request_target (and on issue_comment and a workflow_dispatch given pr-number, unless the event's "
         "commit is checked out), run otherwise.",
     )
@@ -168,6 +170,18 @@ class ActionInputs(BaseModel):
         "it; the run's artifact rlhf-canary-bisect-<config name> must be there, and its bisect.json must name this "
         "commit. Empty: report mode publishes a measured run and never looks for a bisect.",
     )
+    history_branch: str = Field(
+        "rlhf-canary-history",
+        pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}){0,4}$",
+        description="mode history: the branch that holds the history (history.jsonl alone; created on the first "
+        "run); mode report: where the comment's history link points when history-url is set.",
+    )
+    history_url: str | None = Field(
+        None,
+        pattern=r"^https://[A-Za-z0-9.-]+(:[0-9]+)?(/[A-Za-z0-9._~/-]*)?$",
+        description="report and run: the published history site (its GitHub Pages URL, e.g. "
+        "https://OWNER.github.io/REPO/): the PR comment links to the config's page there. Empty: no link.",
+    )
     comment: Literal["always", "on-change", "on-failure", "never"] = Field(
         "always",
         description="When to write the sticky PR comment: always, on-change (the verdict changed), on-failure, "
@@ -178,7 +192,7 @@ class ActionInputs(BaseModel):
     )
     output_dir: str = Field("canary-output", description="Where metrics.json, result.json and the reports are written.")
 
-    @field_validator("good", "bad", "bisect_bad")
+    @field_validator("good", "bad", "bisect_bad", "history_branch")
     @classmethod
     def _no_range(cls, value: str | None) -> str | None:
         """`a..b` is a range to git, and `..` a step up in the API's paths: never a commit's name."""
@@ -214,6 +228,8 @@ OUTPUTS: Final[dict[str, str]] = {
     "bisect: the name to upload the bisect under).",
     "baseline-sha": "mode run: the commit of the newest baseline run compared with (a nightly's last good "
     "commit, for mode bisect's good input); empty without one.",
+    "history-commit": "mode history: the history branch's new commit; empty when it could not be written.",
+    "history-site": "mode history: the folder of the built history site (for actions/upload-pages-artifact).",
 }
 
 

@@ -54,6 +54,10 @@ def read_history(path: Path, *, repository: str | None = None) -> History:
     """The valid lines of `path` (a link is refused: a history read from a checkout of a branch anyone can push to
     must not read a host file). `repository`: the only one whose lines are taken (default: the one every line
     names; HistoryError when they name several)."""
+    return parse_checked(read_history_bytes(path), repository=repository, source=str(path))
+
+
+def read_history_bytes(path: Path) -> bytes:
     try:
         info = path.lstat()
     except FileNotFoundError:
@@ -65,10 +69,17 @@ def read_history(path: Path, *, repository: str | None = None) -> History:
             f"{path}: {info.st_size:,} bytes, over the {MAX_FILE_BYTES:,} a history may hold",
             fix=f"the action keeps its history under this cap (docs/history.md); {_FIX}",
         )
-    history = parse_history(path.read_bytes().split(b"\n"), repository=repository, source=str(path))
+    return path.read_bytes()
+
+
+def parse_checked(data: bytes, *, repository: str | None, source: str) -> History:
+    """parse_history, refusing a history over MAX_FILE_BYTES or one of which no line is valid (HistoryError)."""
+    if len(data) > MAX_FILE_BYTES:
+        raise HistoryError(f"{source}: {len(data):,} bytes, over the {MAX_FILE_BYTES:,} a history may hold", fix=_FIX)
+    history = parse_history(data.split(b"\n"), repository=repository, source=source)
     if history.left_out and not history.entries and not history.months:
         raise HistoryError(
-            f"{path}: no line of it is a history line this version reads ({history.summary_notes()[0]})",
+            f"{source}: no line of it is a history line this version reads ({history.summary_notes()[0]})",
             fix=f"check that it is a history.jsonl (docs/history.md); {_FIX}",
         )
     return history

@@ -23,8 +23,9 @@ HISTORY_FILE: Final = "history.jsonl"
 #: A line of the file: an entry is about 1 KiB (16 paired effects and long environment strings: under 8 KiB); a
 #: month holds its pull requests' effects, ~0.5 KiB each.
 MAX_LINE_BYTES: Final = 512 * 1024
-#: The whole file: 5 configs x KEEP_ENTRIES entries x ~1.5 KiB is ~8 MiB; months add little.
-MAX_FILE_BYTES: Final = 64 * 2**20
+#: The whole file: 5 configs x KEEP_ENTRIES entries x ~1 KiB is ~5 MiB; months add little. Base64 in the Git Data
+#: API's answer, it stays under the GitHub client's 32 MiB per response.
+MAX_FILE_BYTES: Final = 16 * 2**20
 #: Entries kept per config before the oldest months are rolled into one line each (store.py).
 KEEP_ENTRIES: Final = 1000
 

@@ -13,16 +13,30 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from canary_action.history.read import History, read_history
+from canary_action.history.read import History, parse_checked, read_history_bytes
 from canary_action.history.record import KEEP_ENTRIES, Entry, Figures, MonthSummary, PullRequest
 
 
 def append_entry(path: Path, entry: Entry, *, keep: int = KEEP_ENTRIES) -> list[str]:
-    """Add `entry` to the history at `path` (created when missing) and write it; what was said on the way: lines
-    of the old file left out (invalid, another repository's), an entry replaced (a re-run of the same workflow
-    run), months rolled up."""
-    history = read_history(path, repository=entry.repository) if path.exists() else History(entry.repository)
-    notes = [f"{note}: dropped from the file" for note in history.summary_notes()]
+    """Add `entry` to the history at `path` (created when missing) and write it; what was said on the way (see
+    append_lines)."""
+    notes: list[str] = []
+    before = read_history_bytes(path) if path.exists() or path.is_symlink() else None
+    write_bytes(path, append_lines(before, entry, notes, keep=keep, source=str(path)))
+    return notes
+
+
+def append_lines(
+    content: bytes | None, entry: Entry, notes: list[str], *, keep: int = KEEP_ENTRIES, source: str = "the history"
+) -> bytes:
+    """The history `content` (None: none yet) with `entry` added, capped; `notes` gets what was said on the way:
+    lines of the old content left out (invalid, another repository's), an entry replaced (a re-run of the same
+    workflow run), months rolled up. HistoryError when no line of `content` is valid: a file of junk is not
+    silently replaced."""
+    history = History(entry.repository)
+    if content is not None:
+        history = parse_checked(content, repository=entry.repository, source=source)
+    notes += [f"{note}: dropped from the file" for note in history.summary_notes()]
     replaced = [
         e for e in history.entries
         if e.config == entry.config and e.run_id is not None and e.run_id == entry.run_id
@@ -33,8 +47,7 @@ def append_entry(path: Path, entry: Entry, *, keep: int = KEEP_ENTRIES) -> list[
     entries.sort(key=lambda e: (e.date, e.commit))
     months, entries, rolled = roll_up(history.months, entries, config=entry.config, keep=keep)
     notes += [f"{entry.config}: rolled {m} into one line (over {keep} entries)" for m in rolled]
-    write_history(path, [*months, *entries])
-    return notes
+    return serialize([*months, *entries])
 
 
 def roll_up(
@@ -82,14 +95,21 @@ def summarize_month(batch: Sequence[Entry], earlier: MonthSummary | None = None)
     )
 
 
+def serialize(lines: Sequence[Entry | MonthSummary]) -> bytes:
+    return "".join(line.model_dump_json(exclude_none=True) + "\n" for line in lines).encode()
+
+
 def write_history(path: Path, lines: Sequence[Entry | MonthSummary]) -> None:
-    """One JSON object per line, written through a temporary file in the same folder and renamed over `path`."""
+    write_bytes(path, serialize(lines))
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Written through a temporary file in the same folder and renamed over `path`: the old file or the new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(line.model_dump_json(exclude_none=True) + "\n" for line in lines)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
         Path(temporary).replace(path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

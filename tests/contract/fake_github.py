@@ -30,6 +30,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from tests.contract import github_objects as gh
+from tests.contract.fake_git import FakeGit
 from tests.contract.openapi import OpenApiSpec, Operation
 
 COMMENT_MAX_CHARS: Final = 65536  # GitHub: "Body is too long (maximum is 65536 characters)"
@@ -147,6 +148,8 @@ class FakeGitHub:
         self._workflows: dict[str, int] = {}  # workflow file name -> workflow id
         self._ids = itertools.count(1_000_001)
         self._clock = itertools.count(1)
+        #: The Git Data API's objects and branches (the history branch: canary_action/github/history_branch.py).
+        self.git = FakeGit(self.api_url, self.repo, self._now)
         self._handlers: dict[str, Callable[[_Call], _Reply]] = {
             "repos/get": lambda _: _Reply(200, self.repository),
             "actions/list-workflow-runs": self._list_runs,
@@ -168,6 +171,7 @@ class FakeGitHub:
             "pulls/get": self._get_pull,
             "repos/list-pull-requests-associated-with-commit": self._pulls_of_commit,
             "users/get-authenticated": self._authenticated_user,
+            **self._git_handlers(),
         }
         self.httpserver.expect_request(re.compile(".*")).respond_with_handler(self._handle)
 
@@ -619,6 +623,24 @@ class FakeGitHub:
     def _get_pull(self, call: _Call) -> _Reply:
         pull = self.pulls.get(int(call.params["pull_number"]))
         return _Reply(200, self._with_counts(pull)) if pull else _Reply(404, {"message": "Not Found"})
+
+    def _git_handlers(self) -> dict[str, Callable[[_Call], _Reply]]:
+        git = self.git
+
+        def reply(answer: tuple[int, Any]) -> _Reply:
+            return _Reply(*answer)
+
+        return {
+            "git/get-ref": lambda c: reply(git.get_ref(c.params["ref"])),
+            "git/get-commit": lambda c: reply(git.get_commit(c.params["commit_sha"])),
+            "git/get-tree": lambda c: reply(git.get_tree(c.params["tree_sha"])),
+            "git/get-blob": lambda c: reply(git.get_blob(c.params["file_sha"])),
+            "git/create-blob": lambda c: reply(git.create_blob(c.body)),
+            "git/create-tree": lambda c: reply(git.create_tree(c.body)),
+            "git/create-commit": lambda c: reply(git.create_commit(c.body)),
+            "git/create-ref": lambda c: reply(git.create_ref(c.body)),
+            "git/update-ref": lambda c: reply(git.update_ref(c.params["ref"], c.body)),
+        }
 
     # -- helpers -----------------------------------------------------------------------------------------------
 

@@ -114,7 +114,7 @@ def test_a_link_a_folder_a_missing_or_an_oversized_file_is_refused(tmp_path: Pat
     big = tmp_path / "big.jsonl"
     with big.open("wb") as out:
         out.truncate(MAX_FILE_BYTES + 1)
-    with pytest.raises(HistoryError, match="over the 67,108,864 a history may hold"):
+    with pytest.raises(HistoryError, match="over the 16,777,216 a history may hold"):
         read_history(big)
 
 

@@ -30,6 +30,8 @@ REGENERATE = "run bash scripts/lock-report.sh"
 #: new input of action.yml fails this test until report/action.yml has it.
 NOT_REPORTED = {"mode", "setup", "gpu", "good", "bad"}
 REPORT_INPUTS = tuple(name for name in ACTION["inputs"] if name not in NOT_REPORTED)
+#: report/action.yml's own `mode`: report, or history (docs/history.md) — the two modes that train nothing.
+REPORT_MODES = ("report", "history")
 #: Where report/action.yml's default differs from action.yml's, and why: results downloaded, not measured.
 OWN_DEFAULTS = {"output-dir": "canary-report"}
 #: GitHub Marketplace cuts an action's description at this length.
@@ -85,8 +87,11 @@ def action_problems(report: dict[str, Any], action: dict[str, Any]) -> list[str]
     """report/action.yml installs only the lock, runs the checkout's entrypoint, and passes action.yml's inputs."""
     problems = []
     inputs = report.get("inputs", {})
-    if set(inputs) != set(REPORT_INPUTS):
-        problems.append(f"inputs differ from report mode's: {sorted(set(inputs) ^ set(REPORT_INPUTS))}")
+    if set(inputs) != {*REPORT_INPUTS, "mode"}:
+        problems.append(f"inputs differ from report mode's: {sorted(set(inputs) ^ {*REPORT_INPUTS, 'mode'})}")
+    mode = inputs.get("mode", {})
+    if mode.get("default") != "report" or not all(f"{m}:" in mode.get("description", "") for m in REPORT_MODES):
+        problems.append("input mode: default report, and its description says what report and history do")
     for name in sorted(set(inputs) & set(REPORT_INPUTS)):
         if inputs[name].get("description") != action["inputs"][name]["description"]:
             problems.append(f"input {name}: description differs from action.yml's")
@@ -95,10 +100,8 @@ def action_problems(report: dict[str, Any], action: dict[str, Any]) -> list[str]
     steps = report["runs"]["steps"]
     env = {k: v for step in steps for k, v in step.get("env", {}).items() if k.startswith("INPUT_")}
     expected = {f"INPUT_{n.upper().replace('-', '_')}": f"${{{{ inputs.{n} }}}}" for n in REPORT_INPUTS}
-    if env != {**expected, "INPUT_MODE": "report"}:
-        problems.append(
-            f"INPUT_* env differs from the inputs and INPUT_MODE=report: {sorted(set(env) ^ set(expected))}"
-        )
+    if env != {**expected, "INPUT_MODE": "${{ inputs.mode }}"}:
+        problems.append(f"INPUT_* env differs from the inputs and the mode: {sorted(set(env) ^ set(expected))}")
     scripts = [step["run"].replace("\\\n", " ") for step in steps if "run" in step]
     commands = [" ".join(line.split()) for script in scripts for line in script.splitlines()]
     installs = [c for c in commands if re.search(r"\b(pip|uv|pipx|easy_install|setup\.py)\b.*\binstall\b", c)]

@@ -1,0 +1,156 @@
+"""mode history: append this workflow run's measured canary run to the history branch, and build the history site
+(docs/history.md). A light job on a GitHub-hosted runner, after the job that measured: it trains nothing and runs no
+commit's code, so it may hold the `contents: write` the branch needs, which the training job never does.
+
+    trusted: the config in the workspace (the default branch's checkout), the inputs, the event, the API's answers
+    untrusted: the measured artifact (read as data: validated, capped) and the history branch's lines (read.py)
+
+1. Only a run of the default branch: a push to it, a schedule, or a dispatch from it. Any event about a pull request
+   (pull_request, pull_request_target, workflow_run, issue_comment, a dispatch given pr-number) is refused before
+   any request: a pull request's job never writes the history.
+2. Download the artifact named after the trusted config (`rlhf-canary-<name>`) of `measured-run-id` (this run), and
+   make its entry: the commit is the event's, not the artifact's.
+3. The pull request the commit came from (GitHub's list of pull requests of a commit, merged into the default
+   branch): its number, for the chart's marker and the ledger.
+4. Append to the branch (history_branch.py), then build the site into `<output-dir>/history-site` for
+   actions/upload-pages-artifact. A token that cannot write is a warning: the site is still built, with the entry.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from canary_action.errors import ArtifactError, BaselineError, GitHubError, HistoryError, UsageError
+from canary_action.github.baseline_fetch import RunArtifacts
+from canary_action.github.context import PR_EVENTS
+from canary_action.github.history_branch import HistoryBranch
+from canary_action.github.step import Step, default_artifact, read_config
+from canary_action.report.escape import slug
+
+if TYPE_CHECKING:
+    from canary_action.history.record import Entry, Event, PullRequest
+
+SITE_DIR: Final = "history-site"
+_EVENTS: Final[dict[str, Event]] = {"push": "push", "schedule": "schedule", "workflow_dispatch": "workflow_dispatch"}
+
+
+def history_mode(step: Step) -> int:
+    """Record the measured run; the exit code (0 once recorded, or built with a warning when the branch refused)."""
+    from canary_action.history.read import parse_history
+    from canary_action.history.site import build_site
+    from canary_action.history.store import append_lines
+
+    event = _trusted_event(step)
+    runner = step.runner
+    sha = runner.sha
+    if sha is None or runner.run_id is None:
+        raise UsageError("GITHUB_SHA or GITHUB_RUN_ID is unset", fix="run mode history in a workflow job")
+    name = read_config(step).config.name
+    step.clear_output_dir()
+    measured = _measured_output(step, name)
+    entry = _entry(step, measured, event, sha)
+    branch = HistoryBranch(step.client, runner.repository, step.inputs.history_branch)
+    notes: list[str] = []
+    made: list[bytes] = []
+
+    def appended(content: bytes | None) -> bytes:
+        notes.clear()
+        made.append(append_lines(content, entry, notes))
+        return made[-1]
+
+    try:
+        commit = branch.update(appended, f"rlhf-canary history: {entry.config} at {sha[:12]} ({entry.verdict})")
+        step.outputs["history-commit"] = commit
+        step.log.line(f"rlhf-canary: {entry.config} at {sha[:12]} appended to branch {branch.branch} ({commit[:12]})")
+    except GitHubError as error:
+        step.degrade(error, f"write the history branch {branch.branch} (it needs contents: write)")
+        if not made:  # it could not even read the branch: the site shows this run alone
+            appended(None)
+    for note in notes:
+        step.log.annotate("notice", note, title="rlhf-canary history")
+    content = made[-1]
+    history = parse_history(content.split(b"\n"), repository=runner.repository, source=branch.branch)
+    site = step.out_dir / SITE_DIR
+    build_site(history, site)
+    step.outputs["history-site"] = step.relative(site)
+    step.log.line(f"rlhf-canary: the history site of {len(history.configs())} configs is in {site}")
+    return 3 if step.problems else 0
+
+
+def _trusted_event(step: Step) -> Event:
+    ctx, runner = step.ctx, step.runner
+    about_a_pull = ctx.event in PR_EVENTS or ctx.event in ("workflow_run", "issue_comment") or ctx.pr_number
+    if about_a_pull or ctx.event not in _EVENTS:
+        raise UsageError(
+            f"mode history records default-branch runs only, and this is a {ctx.event} event"
+            + (" about a pull request" if about_a_pull else "")
+            + ": nothing was written",
+            fix="run mode history in a job of push (to the default branch), schedule or workflow_dispatch, after the "
+            "job that measured (docs/examples/nightly.yml)",
+        )
+    if ctx.default_branch is None or runner.ref != f"refs/heads/{ctx.default_branch}":
+        raise UsageError(
+            f"mode history records default-branch runs only, and this run is of {runner.ref or 'no ref'} (the "
+            f"default branch is {ctx.default_branch or 'unknown'}): nothing was written",
+            fix="dispatch it from the default branch",
+        )
+    return _EVENTS[ctx.event]
+
+
+def _measured_output(step: Step, config_name: str) -> Path:
+    """The measured run's artifact, unpacked: the folder holding its result.json."""
+    run_id = step.inputs.measured_run_id or step.runner.run_id
+    assert run_id is not None
+    name = step.inputs.baseline_artifact or default_artifact(config_name)
+    runs = RunArtifacts(step.client, step.runner.repository)
+    notes: list[str] = []
+    found = runs.find({"id": run_id, "html_url": None}, name, notes)
+    if found is None:
+        raise ArtifactError(
+            f"run {run_id} has no artifact {name}" + (f" ({'; '.join(notes)})" if notes else ""),
+            fix=f"upload the measuring job's output-dir as {name} (its artifact-name output) before this job, as "
+            "docs/examples/nightly.yml does",
+        )
+    dest = step.out_dir / "measured" / slug(name)
+    try:
+        files = runs.unpack(found, dest)
+    except BaselineError as e:
+        raise ArtifactError(f"artifact {name} of run {run_id}: {e.message}", fix=e.fix) from e
+    results = sorted({p.parent for p in files if p.name == "result.json"}, key=lambda p: len(p.parts))
+    if not results:
+        raise ArtifactError(
+            f"artifact {name} of run {run_id} holds no result.json: a measure job's artifact is judged by a report "
+            "job first", fix="record the artifact of a mode run job (which compares): the nightly's",
+        )  # fmt: skip
+    return results[0]
+
+
+def _entry(step: Step, measured: Path, event: Event, sha: str) -> Entry:
+    from canary_action.history.collect import entry_from_output
+
+    try:
+        return entry_from_output(measured, repository=step.runner.repository, event=event, commit=sha,
+                                 run_id=step.runner.run_id, pull_request=_merged(step, sha))  # fmt: skip
+    except HistoryError as e:
+        raise ArtifactError(f"the measured run: {e.message}", fix=e.fix) from e
+
+
+def _merged(step: Step, sha: str) -> PullRequest | None:
+    """The pull request merged into the default branch as `sha`, as GitHub lists it; None for a direct push."""
+    from canary_action.history.record import PullRequest
+
+    if step.ctx.event != "push":
+        return None
+    try:
+        pulls: Any = step.client.request("GET", f"/repos/{step.runner.repository}/commits/{sha}/pulls").body
+    except GitHubError as error:
+        step.degrade(error, "find the pull request the commit came from")
+        return None
+    for pull in pulls if isinstance(pulls, list) else []:
+        base = pull.get("base") if isinstance(pull, dict) else None
+        number, head = pull.get("number"), (pull.get("head") or {}).get("sha")
+        if pull.get("merged_at") and isinstance(base, dict) and base.get("ref") == step.ctx.default_branch:
+            return PullRequest(number=number if isinstance(number, int) else None,
+                               head_commit=head if isinstance(head, str) and len(head) == 40 else None)  # fmt: skip
+    return None
