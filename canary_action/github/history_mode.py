@@ -9,7 +9,9 @@ commit's code, so it may hold the `contents: write` the branch needs, which the 
    (pull_request, pull_request_target, workflow_run, issue_comment, a dispatch given pr-number) is refused before
    any request: a pull request's job never writes the history.
 2. Download the artifact named after the trusted config (`rlhf-canary-<name>`) of `measured-run-id` (this run), and
-   make its entry: the commit is the event's, not the artifact's.
+   make its entry: the commit is the event's, not the artifact's. A mode run job's artifact holds its result.json;
+   a mode measure job's (pr-canary.yml on a push) is judged here first, as report mode judges a run, against the
+   default branch's runs before it.
 3. The pull request the commit came from (GitHub's list of pull requests of a commit, merged into the default
    branch): its number, for the chart's marker and the ledger.
 4. Append to the branch (history_branch.py), then build the site into `<output-dir>/history-site` for
@@ -18,18 +20,30 @@ commit's code, so it may hold the `contents: write` the branch needs, which the 
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from canary_action.errors import ArtifactError, BaselineError, GitHubError, HistoryError, UsageError
+from canary_action.errors import (
+    ArtifactError,
+    BaselineError,
+    GitHubError,
+    HistoryError,
+    MetricsFileError,
+    UsageError,
+)
 from canary_action.github.baseline_fetch import RunArtifacts
 from canary_action.github.context import PR_EVENTS
 from canary_action.github.history_branch import HistoryBranch
-from canary_action.github.step import Step, default_artifact, read_config
+from canary_action.github.inputs import FULL_SHA
+from canary_action.github.publish import check_name
+from canary_action.github.step import RESULT_FILE, Step, default_artifact, fetch_for, read_config
+from canary_action.metrics.io import METRICS_FILE
 from canary_action.report.escape import slug
 
 if TYPE_CHECKING:
-    from canary_action.history.record import Entry, Event, PullRequest
+    from canary_action.config.load import LoadedConfig
+    from canary_action.history.record import Effect, Entry, Event, PullRequest
 
 SITE_DIR: Final = "history-site"
 _EVENTS: Final[dict[str, Event]] = {"push": "push", "schedule": "schedule", "workflow_dispatch": "workflow_dispatch"}
@@ -46,10 +60,10 @@ def history_mode(step: Step) -> int:
     sha = runner.sha
     if sha is None or runner.run_id is None:
         raise UsageError("GITHUB_SHA or GITHUB_RUN_ID is unset", fix="run mode history in a workflow job")
-    name = read_config(step).config.name
+    loaded = read_config(step)
     step.clear_output_dir()
-    measured = _measured_output(step, name)
-    entry = _entry(step, measured, event, sha)
+    measured = _measured_output(step, loaded)
+    entry = _entry(step, measured, event, sha, loaded.config.name)
     branch = HistoryBranch(step.client, runner.repository, step.inputs.history_branch)
     notes: list[str] = []
     made: list[bytes] = []
@@ -98,11 +112,12 @@ def _trusted_event(step: Step) -> Event:
     return _EVENTS[ctx.event]
 
 
-def _measured_output(step: Step, config_name: str) -> Path:
-    """The measured run's artifact, unpacked: the folder holding its result.json."""
+def _measured_output(step: Step, loaded: LoadedConfig) -> Path:
+    """The measured run's artifact, unpacked: the folder holding its result.json (a mode run job's), or, for a
+    mode measure job's (pr-canary.yml's push), its run judged here first as report mode judges one."""
     run_id = step.inputs.measured_run_id or step.runner.run_id
     assert run_id is not None
-    name = step.inputs.baseline_artifact or default_artifact(config_name)
+    name = step.inputs.baseline_artifact or default_artifact(loaded.config.name)
     runs = RunArtifacts(step.client, step.runner.repository)
     notes: list[str] = []
     found = runs.find({"id": run_id, "html_url": None}, name, notes)
@@ -112,32 +127,55 @@ def _measured_output(step: Step, config_name: str) -> Path:
             fix=f"upload the measuring job's output-dir as {name} (its artifact-name output) before this job, as "
             "docs/examples/nightly.yml does",
         )
-    dest = step.out_dir / "measured" / slug(name)
+    what = f"artifact {name} of run {run_id}"
     try:
-        files = runs.unpack(found, dest)
+        files = runs.unpack(found, step.out_dir / "measured" / slug(name))
     except BaselineError as e:
-        raise ArtifactError(f"artifact {name} of run {run_id}: {e.message}", fix=e.fix) from e
-    results = sorted({p.parent for p in files if p.name == "result.json"}, key=lambda p: len(p.parts))
-    if not results:
+        raise ArtifactError(f"{what}: {e.message}", fix=e.fix) from e
+    results = sorted({p.parent for p in files if p.name == RESULT_FILE}, key=lambda p: len(p.parts))
+    if results:
+        return results[0]
+    measured = [p for p in files if p.name == METRICS_FILE]
+    if len(measured) != 1:
         raise ArtifactError(
-            f"artifact {name} of run {run_id} holds no result.json: a measure job's artifact is judged by a report "
-            "job first", fix="record the artifact of a mode run job (which compares): the nightly's",
+            f"{what} holds no result.json and {len(measured)} metrics.json files, not one",
+            fix="record the artifact of a default-branch run: mode run's, or mode measure's of one run",
+        )
+    return _judged(step, loaded, measured[0], name)
+
+
+def _judged(step: Step, loaded: LoadedConfig, metrics: Path, artifact: str) -> Path:
+    """A mode measure run compared with the default branch's runs before it, its result.json written beside it."""
+    from canary_action.compare.command import run_compare
+
+    inputs = step.inputs
+    fetched = fetch_for(step, artifact, Path(tempfile.mkdtemp(prefix="rlhf-canary-baselines-")))
+    try:
+        result = run_compare(
+            metrics, fetched.paths, tier=inputs.tier, notes=fetched.notes, missing_ok=True,
+            threshold_file=step.runner.workspace / inputs.thresholds if inputs.thresholds else None,
+            trusted_block=(f"the thresholds block of {inputs.config} on the default branch", loaded.config.thresholds),
+            trusted_pair=False,
         )  # fmt: skip
-    return results[0]
+    except MetricsFileError as e:
+        raise ArtifactError(f"the measured run: {e.message}", fix=e.fix) from e
+    (metrics.parent / RESULT_FILE).write_text(result.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return metrics.parent
 
 
-def _entry(step: Step, measured: Path, event: Event, sha: str) -> Entry:
+def _entry(step: Step, measured: Path, event: Event, sha: str, config_name: str) -> Entry:
     from canary_action.history.collect import entry_from_output
 
     try:
         return entry_from_output(measured, repository=step.runner.repository, event=event, commit=sha,
-                                 run_id=step.runner.run_id, pull_request=_merged(step, sha))  # fmt: skip
+                                 run_id=step.runner.run_id, pull_request=_merged(step, sha, config_name))  # fmt: skip
     except HistoryError as e:
         raise ArtifactError(f"the measured run: {e.message}", fix=e.fix) from e
 
 
-def _merged(step: Step, sha: str) -> PullRequest | None:
-    """The pull request merged into the default branch as `sha`, as GitHub lists it; None for a direct push."""
+def _merged(step: Step, sha: str, config_name: str) -> PullRequest | None:
+    """The pull request merged into the default branch as `sha`, as GitHub lists it, with the effects its pair's
+    check run carries (step.py, _carry_effects); None for a direct push."""
     from canary_action.history.record import PullRequest
 
     if step.ctx.event != "push":
@@ -151,6 +189,27 @@ def _merged(step: Step, sha: str) -> PullRequest | None:
         base = pull.get("base") if isinstance(pull, dict) else None
         number, head = pull.get("number"), (pull.get("head") or {}).get("sha")
         if pull.get("merged_at") and isinstance(base, dict) and base.get("ref") == step.ctx.default_branch:
-            return PullRequest(number=number if isinstance(number, int) else None,
-                               head_commit=head if isinstance(head, str) and len(head) == 40 else None)  # fmt: skip
+            head = head if isinstance(head, str) and FULL_SHA.fullmatch(head) else None
+            effects = _effects_of(step, head, config_name) if head else []
+            return PullRequest(number=number if isinstance(number, int) else None, head_commit=head, effects=effects)
     return None
+
+
+def _effects_of(step: Step, head: str, config_name: str) -> list[Effect]:
+    """The newest check run of this config on the pull request's head that carries a pair's effects, written by
+    github-actions (the publish job's token); none when there is none (a pull request measured without a pair)."""
+    from canary_action.history.collect import effects_from_text
+
+    try:
+        path, wanted = f"/repos/{step.runner.repository}/commits/{head}/check-runs", check_name(config_name)
+        runs = step.client.paginate(path, "check_runs", params={"check_name": wanted, "filter": "all"}, limit=100)
+    except GitHubError as error:
+        step.degrade(error, "read the merged pull request's check run (it needs checks: read)")
+        return []
+    ours = [r for r in runs if isinstance(r, dict) and (r.get("app") or {}).get("slug") == "github-actions"]
+    for run in sorted(ours, key=lambda r: str(r.get("completed_at") or ""), reverse=True):
+        text = (run.get("output") or {}).get("text")
+        effects = effects_from_text(text) if isinstance(text, str) else None
+        if effects is not None:
+            return effects
+    return []

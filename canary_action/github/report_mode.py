@@ -40,7 +40,7 @@ from canary_action.errors import (
 from canary_action.github.baseline_fetch import OVERSIZED, RunArtifacts
 from canary_action.github.bisect_report import report_bisect
 from canary_action.github.context import PR_EVENTS
-from canary_action.github.step import Step, Target, default_artifact, fetch_for, read_config
+from canary_action.github.step import Step, Target, default_artifact, fetch_for, history_page, read_config
 from canary_action.github.team_templates import load_team_templates
 from canary_action.metrics.io import METRICS_FILE
 from canary_action.report.escape import one_line, slug
@@ -98,6 +98,7 @@ def report_mode(step: Step) -> int:
         workflow_run=run.url,
         artifacts=run.url and run.url + "#artifacts",
         artifact_name=artifact,
+        history=history_page(step, name),
     )
     # The pair, when there is one, came from the job that ran the pull request's code: its base side is judged
     # against round by round, never counted as a baseline, and the default branch's runs are always fetched: a

@@ -17,7 +17,15 @@ from canary_action.github.commands import append_summary, write_outputs
 from canary_action.github.context import PR_EVENTS, EventContext
 from canary_action.github.inputs import FULL_SHA
 from canary_action.github.publish import Annotation, Published, check_name
-from canary_action.github.step import Step, Target, complete_check, default_artifact, fetch_for, read_config
+from canary_action.github.step import (
+    Step,
+    Target,
+    complete_check,
+    default_artifact,
+    fetch_for,
+    history_page,
+    read_config,
+)
 from canary_action.github.team_templates import load_team_templates
 from canary_action.github.training import LockstepTrainer, lockstep_base, measured_commit
 from canary_action.report.escape import one_line
@@ -102,6 +110,7 @@ def run_mode(step: Step, trainer: Trainer, *, publish: bool) -> int:
         baseline_snippet=baseline_snippet(
             ctx, inputs.config, artifact, inputs.output_dir, baseline_workflow=inputs.baseline_workflow
         ),
+        history=history_page(step, loaded.config.name),
     )
     step.write_result(result, links)
     step.outputs["baseline-sha"] = newest_baseline_sha(result)

@@ -27,11 +27,31 @@ if TYPE_CHECKING:
 
 ARTIFACT_PREFIX: Final = "rlhf-canary-"
 RESULT_FILE: Final = "result.json"
+CHECK_TEXT_MAX: Final = 65_535  # GitHub's limit on a check run's output text
 REPORT_FILE: Final = "report.md"
 
 
 def default_artifact(config_name: str) -> str:
     return ARTIFACT_PREFIX + slug(config_name)
+
+
+def _carry_effects(output: dict[str, str], result: CompareResult) -> None:
+    """A pair's judged effects, hidden at the end of the check run's text: the history step reads them back when the
+    pull request is merged (docs/history.md). Left out where the text would pass GitHub's 65,535 characters."""
+    from canary_action.history.collect import effects_marker
+
+    marker = effects_marker(result)
+    text = output.get("text", "")
+    if marker is not None and len(text) + len(marker) + 2 <= CHECK_TEXT_MAX:
+        output["text"] = f"{text}\n\n{marker}" if text else marker
+
+
+def history_page(step: Step, config_name: str) -> str | None:
+    """The config's page of the published history site, when the history-url input says where it is."""
+    from canary_action.history.site import page_name
+
+    url = step.inputs.history_url
+    return f"{url.rstrip('/')}/{page_name(config_name)}" if url else None
 
 
 def bisect_artifact(config_name: str) -> str:
@@ -145,6 +165,7 @@ class Step:
             check = check or publisher.start_check(check_name(config_name), head_sha, self.run_url())
             conclusion = conclusion_of(result.verdict, self.inputs.fail_on)
             output = check_output(result, links, self.templates)
+            _carry_effects(output, result)
             done = publisher.finish_check(check, conclusion, output, annotations)
             self.outputs["check-run-url"] = done.url or ""
         except GitHubError as e:

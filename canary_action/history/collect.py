@@ -7,14 +7,16 @@ its lockstep pair's result.json, as its report judged them.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final
+from typing import Annotated, Final
 
-from pydantic import ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
 from canary_action.compare.result import CompareResult
 from canary_action.errors import CanaryError, HistoryError
@@ -23,6 +25,10 @@ from canary_action.metrics.heldout import METRICS
 from canary_action.metrics.schema import Metrics
 
 RESULT_FILE: Final = "result.json"
+EFFECTS_MARKER: Final = "rlhf-canary:effects"
+_EFFECTS: Final = re.compile(r"<!-- rlhf-canary:effects (\[[^\n]{0,8000}?\]) -->")
+_EFFECTS_TAIL: Final = 16_384  # the marker ends the text
+_EFFECT_LIST: Final = TypeAdapter(Annotated[list[Effect], Field(max_length=16)])
 #: A folder of artifacts: a canary's output is 3 deep; downloads add one or two levels.
 MAX_DEPTH: Final = 6
 MAX_RESULTS: Final = 20_000
@@ -77,6 +83,28 @@ def pull_request_of(result: CompareResult, number: int | None) -> PullRequest:
         if c.name in EFFECT_CHECKS and c.delta_pct is not None and c.status in ("pass", "warn", "fail")
     ]  # fmt: skip
     return PullRequest(number=number, head_commit=head, effects=effects)
+
+
+def effects_marker(result: CompareResult) -> str | None:
+    """A lockstep pair's judged effects as a hidden line for its check run's text (`<!-- rlhf-canary:effects [...]
+    -->`), which the history step reads back when the pull request is merged; None for a result that is no pair's."""
+    if result.pairing is None:
+        return None
+    effects = pull_request_of(result, None).effects
+    data = json.dumps([e.model_dump(exclude_none=True) for e in effects], separators=(",", ":"))
+    return f"<!-- {EFFECTS_MARKER} {data} -->"
+
+
+def effects_from_text(text: str) -> list[Effect] | None:
+    """The effects a check run's text carries (effects_marker); None without a readable marker. The text is data from
+    the API: read strictly (at most 16 effects, each validated), never trusted to be ours."""
+    found = _EFFECTS.search(text[-_EFFECTS_TAIL:])
+    if found is None:
+        return None
+    try:
+        return _EFFECT_LIST.validate_json(found.group(1))
+    except ValidationError:
+        return None
 
 
 def entry_from_result(

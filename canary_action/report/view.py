@@ -58,6 +58,8 @@ class Links:
     """owner/name, already checked (`canary report --repo`): linked, with the pull request when there is one."""
     pull_request: int | None = None
     server_url: str = "https://github.com"
+    history: str | None = None
+    """The config's page of the published history site (the action's history-url input; docs/history.md)."""
 
 
 @dataclass(frozen=True)
@@ -412,6 +414,7 @@ def _links(links: Links) -> list[Md | None]:
         link("workflow run", links.workflow_run),
         link(artifact, links.artifacts),
         link("baseline run", links.baseline_run),
+        link("history", links.history),
     ]
 
 

@@ -615,7 +615,9 @@ class FakeGitHub:
         found = [
             self._with_counts(p)
             for p in self.pulls.values()
-            if p["head"]["sha"] == call.params["commit_sha"] and not p["head"]["repo"]["fork"]
+            # its head commit, or, once merged, its merge commit (what a push to the default branch is)
+            if call.params["commit_sha"] in (p["head"]["sha"], p["merge_commit_sha"] if p.get("merged_at") else None)
+            and not p["head"]["repo"]["fork"]
         ]
         page, headers = self._paginate(found, call)
         return _Reply(200, page, headers)

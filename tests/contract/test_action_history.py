@@ -149,3 +149,55 @@ def test_a_run_without_the_artifact_is_an_error_naming_it(runner: Runner, fake_g
     assert done.code == 2
     assert f"run {run_id} has no artifact {ARTIFACT}" in done.log
     assert git_writes(fake_github) == []
+
+
+def test_a_measure_jobs_artifact_is_judged_against_the_runs_before_it(runner: Runner, fake_github: FakeGitHub) -> None:
+    """pr-canary.yml's push: mode measure uploads metrics.json alone; the history job judges it as report mode
+    would, with the default branch's baselines, then records it."""
+    baselines(fake_github, 2)
+    runner.merge_sha = "d" * 40
+    measured = runner.run("push", "push.json", ref=DEFAULT, mode="measure", github_token="")
+    assert measured.code == 0, measured.log[-3000:]
+    assert not list((runner.workspace / "canary-output").rglob("result.json"))
+    run_id = fake_github.add_workflow_run(event="push", head_sha="d" * 40)
+    fake_github.add_artifact(run_id, name=ARTIFACT, content=_zip_dir(runner.workspace / "canary-output"))
+    done = record(runner, run_id)
+    assert done.code == 0, done.log[-3000:]
+    [entry] = lines(fake_github)
+    assert entry["commit"] == "d" * 40
+    assert entry["verdict"] in ("pass", "regression")  # judged against the 2 baselines, not "neutral: no baseline"
+    assert entry["figures"]["step_time_s"] > 0
+
+
+def test_a_merged_pull_requests_effects_come_from_its_pairs_check_run(runner: Runner, fake_github: FakeGitHub) -> None:
+    """The publish job's check run on the pull request's head carries its pair's judged effects (hidden at the end
+    of its text); the history step of the push that merged it reads them back through the API."""
+    from canary_action.github.client import GitHubClient
+    from canary_action.github.publish import Publisher, check_name
+    from canary_action.github.step import _carry_effects
+    from canary_action.history.collect import pull_request_of
+    from canary_action.report.load import read_result
+    from canary_action.report.render import check_output
+    from tests.unit.test_history import PAIR_RESULT
+
+    pair = read_result(PAIR_RESULT).model_copy(update={"current": read_result(PAIR_RESULT).current.model_copy(
+        update={"config_name": "sft-smoke"})})  # fmt: skip
+    head = "e" * 40
+    publisher = Publisher(GitHubClient(fake_github.api_url, fake_github.token), REPO)
+    output = check_output(pair)
+    _carry_effects(output, pair)
+    publisher.finish_check(publisher.start_check(check_name("sft-smoke"), head, None), "success", output, [])
+    [check] = fake_github.check_runs
+    assert check["output"]["text"].endswith(" -->")  # hidden in the check's markdown
+
+    baselines(fake_github, 2)
+    merged = fake_github.add_pull(number=9, head_sha=head, base_ref="master", state="closed")
+    merged |= {"merged_at": "2026-11-21T00:00:00Z", "merge_commit_sha": "f" * 40}  # listed for its merge commit
+    done = record(runner, nightly(runner, fake_github, "f" * 40))
+    assert done.code == 0, done.log[-3000:]
+    [entry] = lines(fake_github)
+    recorded = entry["pull_request"]
+    assert recorded["number"] == 9
+    expected = [e.model_dump(exclude_none=True) for e in pull_request_of(pair, None).effects]
+    assert recorded["effects"] == expected
+    assert expected[0]["check"] == "step_time"

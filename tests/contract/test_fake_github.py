@@ -73,8 +73,8 @@ def links(headers: dict[str, str]) -> dict[str, str]:
 
 
 def test_an_unknown_endpoint_is_a_violation(spec: OpenApiSpec) -> None:
-    [violation] = spec.check_request("GET", f"{REPO}/git/refs")
-    assert violation.startswith(f"GET {REPO}/git/refs: no operation of the vendored GitHub description matches")
+    [violation] = spec.check_request("GET", f"{REPO}/git/tags")
+    assert violation.startswith(f"GET {REPO}/git/tags: no operation of the vendored GitHub description matches")
     [violation] = spec.check_request("DELETE", f"{REPO}/issues/comments/5")
     assert "has no DELETE operation (only PATCH)" in violation
 
@@ -390,9 +390,9 @@ def test_pulls_are_found_by_number_and_by_head(fake_github: FakeGitHub) -> None:
 
 
 def test_an_unknown_endpoint_is_404_and_a_violation(fake_github: FakeGitHub) -> None:
-    assert send(fake_github, "GET", f"{REPO}/git/refs")[0] == 404
+    assert send(fake_github, "GET", f"{REPO}/git/tags")[0] == 404
     [violation] = fake_github.violations
-    assert violation.startswith(f"GET {REPO}/git/refs: no operation")
+    assert violation.startswith(f"GET {REPO}/git/tags: no operation")
     fake_github.violations.clear()
 
 

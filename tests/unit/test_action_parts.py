@@ -146,3 +146,20 @@ def test_a_snippet_that_could_close_its_fence_is_dropped() -> None:
     out = render(CASES["neutral"](), "comment", Links(baseline_snippet="on:\n```\n<img src=x>"))
     assert "```yaml" not in out
     assert "<img" not in out
+
+
+def test_the_comment_links_to_the_configs_history_page_when_one_is_published() -> None:
+    page = "https://acme.github.io/trainer/config-sft-smoke.html"
+    assert f"[history]({page})" in render(CASES["passing"](), "comment", Links(history=page))
+    assert "[history]" not in render(CASES["passing"](), "comment", Links())
+
+
+@pytest.mark.parametrize("url", ["javascript:alert(1)", "http://acme.github.io/", "https://a.io/x?y=<b>", "file:///x"])
+def test_history_url_is_an_https_page_or_refused(url: str) -> None:
+    from canary_action.errors import UsageError
+    from canary_action.github.inputs import read_inputs
+
+    with pytest.raises(UsageError, match="history-url"):
+        read_inputs({"INPUT_HISTORY-URL": url})
+    inputs, _ = read_inputs({"INPUT_HISTORY-URL": "https://acme.github.io/trainer/"})
+    assert inputs.history_url == "https://acme.github.io/trainer/"

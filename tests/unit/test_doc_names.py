@@ -108,8 +108,13 @@ def wrong_commands(text: str, where: str) -> list[str]:
     for line in text.splitlines():
         if line.lstrip().startswith("#"):
             continue  # a comment, prose
-        for command, rest in COMMAND.findall(line.strip()):
-            sub = cli.commands.get(command)
+        for first, after in COMMAND.findall(line.strip()):
+            command, rest, sub = first, after, cli.commands.get(first)
+            if isinstance(sub, click.Group):  # `canary history build ...`: the group's command, then its flags
+                if not after.strip():
+                    continue  # the group named alone
+                name, _, rest = after.strip().partition(" ")
+                command, sub = f"{first} {name}", sub.commands.get(name)
             if sub is None:
                 found.append(f"{where}: `canary {command}` is no command")
                 continue
@@ -162,6 +167,10 @@ def test_each_finder_catches_a_planted_wrong_name() -> None:
         "p: `heldout.enable` is no config key",
     ]
     assert wrong_keys("`fail_on_learning: true` and `--set profiler.enabled=true`", "p") == []
+    assert wrong_commands("canary history bild h\ncanary history build h --repo x --repository y", "p") == [
+        "p: `canary history bild` is no command",
+        "p: canary history build has no --repo",
+    ]
     assert wrong_commands("canary comapre a b\ncanary pair c --bse x --head y", "p") == [
         "p: `canary comapre` is no command",
         "p: canary pair has no --bse",

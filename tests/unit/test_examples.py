@@ -640,6 +640,9 @@ def nightly_jobs(github: dict[str, Any], results: dict[str, str], **outputs: str
     said: dict[str, dict[str, str] | None] = {}
     for name, job in doc["jobs"].items():
         if ran[name].ran:
+            if not any(is_ours(step) for step in steps(job)):  # pages: GitHub's deploy action alone
+                said[name] = None
+                continue
             given = ours_in(job).get("with") or {}
             commits = ("good", "bad", "bisect-bad", "mode")
             said[name] = {k: interpolate(str(v), context) for k, v in given.items() if k in commits}
@@ -657,6 +660,8 @@ def test_the_nightly_bisects_a_regression_from_its_newest_baseline_to_its_commit
         "nightly": {"mode": "run"},
         "bisect": {"mode": "bisect", "good": GOOD_NIGHT, "bad": PUSHED},
         "publish-bisect": {"bisect-bad": PUSHED},
+        "history": {"mode": "history"},  # a regression is history too
+        "pages": None,
     }
     bisect_failed = {**failed, "bisect": "failure"}
     assert "publish-bisect" not in nightly_jobs(schedule(), bisect_failed, verdict="regression",
@@ -675,7 +680,9 @@ def test_the_nightly_bisects_a_regression_from_its_newest_baseline_to_its_commit
     ids=["pass", "crash", "no-baseline", "no-new-commit", "cancelled"],
 )
 def test_the_nightly_bisects_nothing_else(result: str, outputs: dict[str, str]) -> None:
-    assert set(nightly_jobs(schedule(), {"nightly": result}, **outputs)) <= {"nightly"}
+    ran = set(nightly_jobs(schedule(), {"nightly": result}, **outputs))
+    assert ran <= {"nightly", "history", "pages"}
+    assert ("history" in ran) == (result != "cancelled")  # every night that measured, crashed ones too
 
 
 def test_a_dispatch_with_good_runs_only_the_bisect() -> None:
@@ -690,7 +697,42 @@ def test_a_dispatch_with_good_runs_only_the_bisect() -> None:
         "publish-bisect": {"bisect-bad": "v1.2.0"},  # the same trusted expression: it chooses the issue
     }
     dispatch["event"]["inputs"] = {"good": "", "bad": ""}
-    assert set(nightly_jobs(dispatch, {})) == {"nightly"}
+    assert set(nightly_jobs(dispatch, {})) == {"nightly", "history", "pages"}
+
+
+def test_the_history_jobs_write_only_the_branch_and_deploy_only_pages() -> None:
+    """The history job (docs/history.md) holds contents: write and runs no commit's code: the default branch's
+    config, the light report action in mode history, the measured artifact of this run; pages deploys, no more."""
+    for stem in ("nightly", "pr-canary"):
+        doc = example(stem)
+        history, pages = doc["jobs"]["history"], doc["jobs"]["pages"]
+        ledger = {"checks": "read"} if stem == "pr-canary" else {}  # a push's merged pull request: its check run
+        assert history["permissions"] == {"actions": "read", "contents": "write", **ledger}
+        assert history["runs-on"] == "ubuntu-latest"
+        (checkout,) = checkouts(history)
+        assert checkout_ref(checkout) == "${{ github.event.repository.default_branch }}"
+        step = ours_in(history)
+        assert str(step["uses"]).endswith("/report@v1")
+        assert step["with"]["mode"] == "history"
+        assert step["with"]["measured-run-id"] == "${{ github.run_id }}"
+        assert pages["permissions"] == {"pages": "write", "id-token": "write"}
+        assert [str(s["uses"]).split("@")[0] for s in steps(pages)] == ["actions/deploy-pages"]
+
+
+@pytest.mark.parametrize(
+    "github",
+    [
+        pull_request_target("pull_request.opened.json"),
+        pull_request_target("pull_request.fork.json", "labeled", label=RUN_LABEL),
+    ],
+    ids=["branch", "fork-labeled"],
+)
+def test_a_pull_requests_run_never_reaches_the_history(github: dict[str, Any]) -> None:
+    ran = run_jobs(example("pr-canary"), github)
+    assert ran["measure"].ran
+    assert not ran["history"].ran
+    assert not ran["pages"].ran
+    assert run_jobs(example("pr-canary"), push_to_main())["history"].ran
 
 
 def test_the_bisect_publisher_reads_the_trusted_config_and_no_output_of_a_gpu_job() -> None:

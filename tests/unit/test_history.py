@@ -244,3 +244,27 @@ def test_the_hostile_entry_is_valid_data(tmp_path: Path) -> None:
     entry = hostile_entry()
     assert Entry.model_validate_json(entry.model_dump_json()) == entry
     assert sha(1) != sha(2)
+
+
+def test_a_pairs_effects_travel_hidden_in_its_check_run_text_and_are_read_back_strictly(tmp_path: Path) -> None:
+    from canary_action.github.step import _carry_effects
+    from canary_action.history.collect import effects_from_text, pull_request_of
+    from canary_action.report.load import read_result
+    from canary_action.report.render import check_output
+
+    pair = read_result(PAIR_RESULT)
+    output = check_output(pair)
+    shown = output["text"]
+    _carry_effects(output, pair)
+    assert output["text"].startswith(shown)
+    assert effects_from_text(output["text"]) == pull_request_of(pair, None).effects
+    single = read_result(compared_run(tmp_path) / "result.json")
+    plain = check_output(single)
+    _carry_effects(plain, single)
+    assert "rlhf-canary:effects" not in plain["text"]  # no pair, no effects
+    forged = '<!-- rlhf-canary:effects [{"check": "step_time", "status": "pass", "delta_pct": 1e300}] -->'
+    assert effects_from_text("text\n\n" + forged) is None
+    many = json.dumps([{"check": "step_time", "status": "pass", "delta_pct": 1.0}] * 17)
+    assert effects_from_text(f"<!-- rlhf-canary:effects {many} -->") is None
+    assert effects_from_text("<!-- rlhf-canary:effects [not json] -->") is None
+    assert effects_from_text("no marker") is None
