@@ -9,10 +9,11 @@ from typing import cast, get_args
 
 import click
 
-from canary_action.errors import UsageError
+from canary_action.errors import HistoryError, UsageError
 from canary_action.history.record import KEEP_ENTRIES, Bisect, Event, PullRequest
 
 _SHA = re.compile(r"[0-9a-f]{40}")
+_REPOSITORY = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
 
 
 @click.group("history")
@@ -64,7 +65,7 @@ def append_command(  # click passes options as keywords
     if merged is None and pull_request is not None:  # merged without a pair: a marker with no effect
         entry = entry.model_copy(update={"pull_request": PullRequest(number=pull_request, head_commit=entry.commit)})
     for note in append_entry(history, entry, keep=keep):
-        click.echo(f"note: {note}", err=True)
+        click.echo(f"note: {_printable(note)}", err=True)
     click.echo(f"{history}: {entry.config} {entry.commit[:12]} {entry.verdict} appended")
 
 
@@ -83,16 +84,33 @@ def build_command(*, source: Path, output: Path, repository: str | None) -> None
     if source.is_dir():
         from canary_action.history.collect import from_artifacts
 
-        if repository is None:
-            raise UsageError("a folder of artifacts names no repository", fix="pass --repository OWNER/NAME")
+        if repository is None or not _REPOSITORY.fullmatch(repository):
+            raise UsageError(
+                "a folder of artifacts names no repository" if repository is None
+                else f"--repository {repository[:100]!r} is not OWNER/NAME",
+                fix="pass --repository OWNER/NAME: the repository the runs measured (its commits are linked)",
+            )  # fmt: skip
         collected = from_artifacts(source, repository=repository)
         history = History(repository, entries=collected.entries)
         for note in collected.notes:
             history.refuse(note)
+        if not history.entries:
+            shown = "; ".join(history.summary_notes()[:3])
+            raise HistoryError(
+                f"{source}: no default-branch run's result.json (with its metrics.json) found"
+                + (f" ({shown})" if shown else ""),
+                fix="unzip the artifacts of default-branch runs of the canary (mode run's, or judged by report mode) "
+                "into the folder",
+            )
     else:
         history = read_history(source, repository=repository)
     build_site(history, output)
     for note in history.summary_notes():
-        click.echo(f"note: {note}", err=True)
+        click.echo(f"note: {_printable(note)}", err=True)
     runs = len(history.entries) + sum(m.num_runs for m in history.months)
     click.echo(f"{output / 'index.html'}: {len(history.configs())} configs, {runs} runs")
+
+
+def _printable(note: str) -> str:
+    """A note for the terminal: a control character (an escape sequence from a file) shown as '?'."""
+    return "".join(c if c.isprintable() else "?" for c in note)

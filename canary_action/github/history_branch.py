@@ -1,6 +1,6 @@
 """The history branch (docs/history.md), read and written through GitHub's Git Data API: no clone, no git on the
 runner, no credential in a git config. The branch holds one file, history.jsonl, and each write is one commit on
-top of the one read: a branch that moved meanwhile (another config's history job) is read again and the entry
+top of the one read: a branch that moved meanwhile (another workflow's history job) is read again and the entry
 appended again, up to MAX_WRITES times.
 
 A branch that does not exist yet is created as an orphan: its first commit holds the history file alone, none of the
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import random
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from canary_action.errors import GitHubError, HistoryError
 from canary_action.github.client import GitHubClient
 from canary_action.history.record import HISTORY_FILE, MAX_FILE_BYTES
 
-MAX_WRITES: Final = 3
+MAX_WRITES: Final = 6
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,9 @@ class HistoryBranch:
         return sha
 
     def update(self, change: Callable[[bytes | None], bytes], message: str) -> str:
-        """Read, change, write; again when the branch moved meanwhile. The new commit."""
+        """Read, change, write; again, after a wait that grows with a random share, when the branch moved meanwhile
+        (the history jobs of several workflows writing at once: none queues behind another, since a concurrency
+        group would cancel a pending one and lose its run). The new commit."""
         for attempt in range(1, MAX_WRITES + 1):
             before = self.read()
             try:
@@ -90,6 +93,7 @@ class HistoryBranch:
             except GitHubError as error:
                 if error.status != 422 or attempt == MAX_WRITES:
                     raise
+            self.client.sleep(attempt * (1 + random.random()))  # spreading retries, not a secret
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def _head(self) -> str | None:

@@ -50,7 +50,8 @@ _EVENTS: Final[dict[str, Event]] = {"push": "push", "schedule": "schedule", "wor
 
 
 def history_mode(step: Step) -> int:
-    """Record the measured run; the exit code (0 once recorded, or built with a warning when the branch refused)."""
+    """Record the measured run; the exit code: 0 recorded (or, when the branch refused the write, the site built with
+    a warning naming the permission); 3 the branch could not be read (then no site: the published one stays)."""
     from canary_action.history.read import parse_history
     from canary_action.history.site import build_site
     from canary_action.history.store import append_lines
@@ -65,6 +66,11 @@ def history_mode(step: Step) -> int:
     measured = _measured_output(step, loaded)
     entry = _entry(step, measured, event, sha, loaded.config.name)
     branch = HistoryBranch(step.client, runner.repository, step.inputs.history_branch)
+    if branch.branch in (step.ctx.default_branch, (runner.ref or "").removeprefix("refs/heads/")):
+        raise UsageError(
+            f"history-branch is {branch.branch}, the branch this run measured: the history is written to a branch "
+            "of its own, holding history.jsonl alone", fix="leave history-branch at rlhf-canary-history",
+        )  # fmt: skip
     notes: list[str] = []
     made: list[bytes] = []
 
@@ -78,9 +84,13 @@ def history_mode(step: Step) -> int:
         step.outputs["history-commit"] = commit
         step.log.line(f"rlhf-canary: {entry.config} at {sha[:12]} appended to branch {branch.branch} ({commit[:12]})")
     except GitHubError as error:
+        if not made:  # the branch could not be read: a site of this run alone would replace the published one
+            raise GitHubError(
+                f"the history branch {branch.branch} could not be read ({error.message}): nothing was written, "
+                "and no site was built", fix="check the job's permissions (contents: write) and rerun it",
+                status=error.status,
+            ) from error  # fmt: skip
         step.degrade(error, f"write the history branch {branch.branch} (it needs contents: write)")
-        if not made:  # it could not even read the branch: the site shows this run alone
-            appended(None)
     for note in notes:
         step.log.annotate("notice", note, title="rlhf-canary history")
     content = made[-1]

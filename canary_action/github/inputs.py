@@ -174,7 +174,7 @@ class ActionInputs(BaseModel):
         "rlhf-canary-history",
         pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}(/[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}){0,4}$",
         description="mode history: the branch that holds the history (history.jsonl alone; created on the first "
-        "run); mode report: where the comment's history link points when history-url is set.",
+        "run as a branch of its own; never the branch measured).",
     )
     history_url: str | None = Field(
         None,

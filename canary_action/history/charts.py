@@ -42,6 +42,8 @@ class Point:
     """pull-request (a diamond) or bisect (a square)."""
     env_change: str | None = None
     """What changed in the environment since the point before."""
+    more_links: tuple[tuple[str, str], ...] = ()
+    """(label, href) of its workflow run and merged pull request: in the chart's table (a point is one link)."""
 
 
 @dataclass(frozen=True)

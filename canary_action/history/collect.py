@@ -25,6 +25,7 @@ from canary_action.metrics.heldout import METRICS
 from canary_action.metrics.schema import Metrics
 
 RESULT_FILE: Final = "result.json"
+_REMAKE: Final = "pass a result.json and metrics.json that `canary` wrote"
 EFFECTS_MARKER: Final = "rlhf-canary:effects"
 _EFFECTS: Final = re.compile(r"<!-- rlhf-canary:effects (\[[^\n]{0,8000}?\]) -->")
 _EFFECTS_TAIL: Final = 16_384  # the marker ends the text
@@ -118,6 +119,23 @@ def entry_from_result(
             fix="pass --commit SHA, the commit it measured",
         )
     started = (metrics.run.started_at if metrics is not None else None) or result.current.started_at
+    try:
+        return _new_entry(result, metrics, repository=repository, event=event, commit=commit, run_id=run_id,
+                          pull_request=pull_request, bisect=bisect, started=started)  # fmt: skip
+    except ValidationError as error:
+        first = error.errors(include_input=False, include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise HistoryError(
+            f"run {result.current.run_id[:100]!r} cannot be a history entry: {where}: {first['msg']}",
+            fix="record runs of a config whose name is 1-100 letters, digits, '.', '_' or '-' (what `canary run` "
+            "requires), from a git checkout, with the repository as OWNER/NAME",
+        ) from None
+
+
+def _new_entry(
+    result: CompareResult, metrics: Metrics | None, *, repository: str, event: Event, commit: str,
+    run_id: int | None, pull_request: PullRequest | None, bisect: Bisect | None, started: str | None,
+) -> Entry:  # fmt: skip
     return Entry(
         repository=repository, config=result.current.config_name, commit=commit, date=_utc(started), event=event,
         run_id=run_id, verdict=result.verdict, failed=[c.name for c in result.checks if c.status == "fail"],
@@ -170,8 +188,11 @@ def _environment(metrics: Metrics | None) -> Environment:
 def _utc(stamp: str | None) -> str:
     """An ISO 8601 time as the record keeps it (seconds, Z); HistoryError without one."""
     if stamp is None:
-        raise HistoryError("the run records no start time", fix="pass a result.json and metrics.json `canary` wrote")
-    moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        raise HistoryError("the run records no start time", fix=_REMAKE)
+    try:
+        moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        raise HistoryError(f"the run's start time {stamp[:40]!r} is not an ISO 8601 time", fix=_REMAKE) from None
     moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 

@@ -7,6 +7,7 @@ wrong with it.
 from __future__ import annotations
 
 import json
+import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -16,11 +17,21 @@ from typing import Final
 from pydantic import TypeAdapter, ValidationError
 
 from canary_action.errors import HistoryError
-from canary_action.history.record import MAX_FILE_BYTES, MAX_LINE_BYTES, Entry, HistoryLine, MonthSummary
+from canary_action.history.record import (
+    HISTORY_SCHEMA_VERSION,
+    MAX_FILE_BYTES,
+    MAX_LINE_BYTES,
+    Entry,
+    HistoryLine,
+    MonthSummary,
+)
 
 _LINE: Final = TypeAdapter[Entry | MonthSummary](HistoryLine)
 #: Notes shown before the rest are counted: a file of 10,000 bad lines says so in a few lines.
 MAX_NOTES: Final = 20
+_FIELD: Final = re.compile(r"[a-z_]{1,40}")
+#: How a note ends for a line that is not drawn but is written back (store.py says no "dropped" of it).
+KEPT: Final = ": kept as it is, not drawn"
 _FIX: Final = "rebuild it from the action's history branch or from downloaded artifacts (docs/history.md)"
 
 
@@ -33,6 +44,8 @@ class History:
     notes: list[str] = field(default_factory=list)
     left_out: int = 0
     """Lines left out (notes beyond MAX_NOTES are counted here, not said)."""
+    newer: list[bytes] = field(default_factory=list)
+    """Lines of a newer schema_version: not drawn, but written back as they are (store.py), never dropped."""
 
     def configs(self) -> list[str]:
         return sorted({e.config for e in self.entries} | {m.config for m in self.months})
@@ -77,7 +90,7 @@ def parse_checked(data: bytes, *, repository: str | None, source: str) -> Histor
     if len(data) > MAX_FILE_BYTES:
         raise HistoryError(f"{source}: {len(data):,} bytes, over the {MAX_FILE_BYTES:,} a history may hold", fix=_FIX)
     history = parse_history(data.split(b"\n"), repository=repository, source=source)
-    if history.left_out and not history.entries and not history.months:
+    if history.left_out and not history.entries and not history.months and not history.newer:
         raise HistoryError(
             f"{source}: no line of it is a history line this version reads ({history.summary_notes()[0]})",
             fix=f"check that it is a history.jsonl (docs/history.md); {_FIX}",
@@ -125,15 +138,38 @@ def _line(raw: bytes, number: int, history: History) -> Entry | MonthSummary | N
     except (ValueError, RecursionError):  # UnicodeDecodeError and a number of 10,000 digits are ValueErrors
         history.refuse(f"line {number}: not JSON")
         return None
+    if isinstance(data, dict) and _newer(data.get("schema_version")):
+        history.newer.append(raw)
+        history.refuse(f"line {number}: written by a newer rlhf-canary (schema_version above "
+                       f"{HISTORY_SCHEMA_VERSION}){KEPT}")  # fmt: skip
+        return None
     try:
         return _LINE.validate_python(data)
     except ValidationError as error:
-        first = error.errors(include_input=False, include_url=False)[0]
-        loc = first["loc"][1:] if first["loc"][:1] in (("entry",), ("month",)) else first["loc"]  # the kind's tag
-        where = ".".join(str(part) for part in loc) or "the line"
-        more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
-        history.refuse(f"line {number}: {where}: {first['msg']}{more}")
+        history.refuse(f"line {number}: {_said(error)}")
         return None
+
+
+def _newer(version: object) -> bool:
+    return type(version) is int and HISTORY_SCHEMA_VERSION < version < 1000
+
+
+def _said(error: ValidationError) -> str:
+    """The first problem of a line, named by its field and what was wrong, never by what the line holds: a key the
+    record does not have, or a `kind` it does not know, is said without its text (it could be anything, escape
+    sequences included)."""
+    first = error.errors(include_input=False, include_url=False)[0]
+    loc = first["loc"][1:] if first["loc"][:1] in (("entry",), ("month",)) else first["loc"]  # the kind's tag
+    parts = [str(p) if isinstance(p, int) or _FIELD.fullmatch(str(p)) else "?" for p in loc]
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        said = "a key this version does not know"
+    elif kind.startswith("union_tag") or kind == "model_type":
+        parts, said = ["kind"], "not entry or month"
+    else:
+        said = first["msg"]  # pydantic's messages name the limit or the pattern, not the input (include_input off)
+    more = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+    return f"{'.'.join(parts) or 'the line'}: {said}{more}"
 
 
 def _one_repository(parsed: list[tuple[int, Entry | MonthSummary]], source: str) -> str | None:

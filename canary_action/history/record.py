@@ -12,11 +12,22 @@ from a URL the file holds.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from canary_action.compare.result import CheckStatus, Verdict
+
+
+def _a_real_time(value: str) -> str:
+    """2025-13-40T99:99:99Z has the shape of a time and is none: it would make an impossible month when rolled up."""
+    try:
+        datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        raise ValueError("not a real UTC time") from None
+    return value
+
 
 HISTORY_SCHEMA_VERSION: Final = 1
 HISTORY_FILE: Final = "history.jsonl"
@@ -32,7 +43,9 @@ KEEP_ENTRIES: Final = 1000
 Repository = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}$")]
 ConfigName = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")]
 Commit = Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
-Date = Annotated[str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$")]
+Date = Annotated[
+    str, Field(pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"), AfterValidator(_a_real_time)
+]
 Month = Annotated[str, Field(pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$")]
 CheckName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
 #: A measurement: finite, and within a range no canary's seconds, MiB or tokens/s leaves (a huge number is refused,

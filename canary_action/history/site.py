@@ -164,11 +164,20 @@ def _points(metric: Metric, months: list[MonthSummary], entries: list[Entry], li
             label=entry.date[:10], value=value, href=links.commit(entry.commit), low=low, high=high,
             title=f"{entry.date[:10]} {entry.commit[:12]}: {said}, {entry.verdict}",
             regression=entry.verdict == "regression", marker_href=marker_href, marker_title=marker_title,
-            marker_kind=marker_kind,
+            marker_kind=marker_kind, more_links=_more_links(entry, links),
             env_change="; ".join(changes) or None,
         ))  # fmt: skip
         previous = entry
     return points
+
+
+def _more_links(entry: Entry, links: Links) -> tuple[tuple[str, str], ...]:
+    found = []
+    if (run := links.run(entry.run_id)) is not None:
+        found.append((f"run {entry.run_id}", run))
+    if entry.pull_request is not None:
+        found.append((_pr_name(entry.pull_request), links.pull(entry.pull_request)))
+    return tuple(found)
 
 
 def _marker(entry: Entry, links: Links) -> tuple[str | None, str | None]:
@@ -195,16 +204,18 @@ def _effect_text(pr: PullRequest, check: str, label: str) -> str:
 
 
 def _table(points: Sequence[Point], unit: str) -> Markup:
+    """The chart's values for a screen reader or a keyboard: each with its commit, workflow run and pull request."""
     rows = Markup("").join(
-        Markup('<tr><td>{label}</td><td><a href="{href}">{value}</a></td><td>{title}</td></tr>').format(
-            label=p.label, href=p.href, value=format_value(p.value, unit), title=p.title
+        Markup('<tr><td>{label}</td><td><a href="{href}">{value}</a></td><td>{title}</td><td>{more}</td></tr>').format(
+            label=p.label, href=p.href, value=format_value(p.value, unit), title=p.title,
+            more=Markup(", ").join(Markup('<a href="{}">{}</a>').format(h, t) for t, h in p.more_links),
         )
         for p in points
         if p.value is not None
-    )
+    )  # fmt: skip
     return Markup(
-        '<div class="scroll"><table><thead><tr><th scope="col">Date</th><th scope="col">Value</th>'
-        '<th scope="col">Run</th></tr></thead><tbody>{}</tbody></table></div>'
+        '<div class="scroll"><table><thead><tr><th scope="col">Date</th><th scope="col">Value (its commit)</th>'
+        '<th scope="col">Run</th><th scope="col">Links</th></tr></thead><tbody>{}</tbody></table></div>'
     ).format(rows)
 
 

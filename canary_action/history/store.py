@@ -13,8 +13,17 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from canary_action.history.read import History, parse_checked, read_history_bytes
-from canary_action.history.record import KEEP_ENTRIES, Entry, Figures, MonthSummary, PullRequest
+from canary_action.errors import HistoryError
+from canary_action.history.read import KEPT, History, parse_checked, read_history_bytes
+from canary_action.history.record import (
+    KEEP_ENTRIES,
+    MAX_FILE_BYTES,
+    MAX_LINE_BYTES,
+    Entry,
+    Figures,
+    MonthSummary,
+    PullRequest,
+)
 
 
 def append_entry(path: Path, entry: Entry, *, keep: int = KEEP_ENTRIES) -> list[str]:
@@ -36,7 +45,7 @@ def append_lines(
     history = History(entry.repository)
     if content is not None:
         history = parse_checked(content, repository=entry.repository, source=source)
-    notes += [f"{note}: dropped from the file" for note in history.summary_notes()]
+    notes += [note if note.endswith(KEPT) else f"{note}: dropped from the file" for note in history.summary_notes()]
     replaced = [
         e for e in history.entries
         if e.config == entry.config and e.run_id is not None and e.run_id == entry.run_id
@@ -47,7 +56,21 @@ def append_lines(
     entries.sort(key=lambda e: (e.date, e.commit))
     months, entries, rolled = roll_up(history.months, entries, config=entry.config, keep=keep)
     notes += [f"{entry.config}: rolled {m} into one line (over {keep} entries)" for m in rolled]
-    return serialize([*months, *entries])
+    data = serialize([*months, *entries]) + b"".join(line.rstrip(b"\n") + b"\n" for line in history.newer)
+    _check_caps(data, source, keep)
+    return data
+
+
+def _check_caps(data: bytes, source: str, keep: int) -> None:
+    """What the reader refuses is never written: a line or a file over its cap is a HistoryError, the file left as
+    it was."""
+    longest = max((len(line) for line in data.split(b"\n")), default=0)
+    if len(data) > MAX_FILE_BYTES or longest > MAX_LINE_BYTES:
+        raise HistoryError(
+            f"{source}: with this run the history would be {len(data):,} bytes (its longest line {longest:,}), over "
+            f"the {MAX_FILE_BYTES:,} a history or the {MAX_LINE_BYTES:,} a line may hold: nothing was written",
+            fix=f"keep fewer entries per config (--keep, now {keep}), or start a new history branch",
+        )
 
 
 def roll_up(

@@ -201,3 +201,23 @@ def test_a_merged_pull_requests_effects_come_from_its_pairs_check_run(runner: Ru
     expected = [e.model_dump(exclude_none=True) for e in pull_request_of(pair, None).effects]
     assert recorded["effects"] == expected
     assert expected[0]["check"] == "step_time"
+
+
+def test_an_unreadable_branch_builds_no_site_and_fails(runner: Runner, fake_github: FakeGitHub) -> None:
+    """A site of this run alone would replace the published history: none is built, and the job fails (exit 3)."""
+    baselines(fake_github, 2)
+    run_id = nightly(runner, fake_github, "a" * 40)
+    fake_github.fail_next(method="GET", path_contains="/git/ref/", status=500, times=10)
+    done = record(runner, run_id)
+    assert done.code == 3
+    assert "the history branch rlhf-canary-history could not be read" in done.log
+    assert "history-site" not in done.outputs
+    assert git_writes(fake_github) == []
+
+
+def test_the_measured_branch_is_never_the_history_branch(runner: Runner, fake_github: FakeGitHub) -> None:
+    baselines(fake_github, 2)
+    done = record(runner, nightly(runner, fake_github, "a" * 40), history_branch="master")
+    assert done.code == 2
+    assert "history-branch is master, the branch this run measured" in done.log
+    assert git_writes(fake_github) == []

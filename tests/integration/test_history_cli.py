@@ -80,3 +80,13 @@ def test_build_notes_what_it_left_out_and_imports_no_torch(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     assert done.stderr == "note: line 4: not JSON\n"
     assert "1 configs, 3 runs" in done.stdout
+
+
+def test_a_folder_without_a_run_or_a_wrong_repository_is_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "artifacts").mkdir()
+    empty = canary("history", "build", tmp_path / "artifacts", "--repository", REPOSITORY, "-o", tmp_path / "site")
+    assert empty.returncode == 2
+    assert "no default-branch run's result.json (with its metrics.json) found" in empty.stderr
+    wrong = canary("history", "build", tmp_path / "artifacts", "--repository", "not a repo", "-o", tmp_path / "site")
+    assert wrong.returncode == 2
+    assert "--repository 'not a repo' is not OWNER/NAME" in wrong.stderr

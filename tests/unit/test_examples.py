@@ -706,8 +706,12 @@ def test_the_history_jobs_write_only_the_branch_and_deploy_only_pages() -> None:
     for stem in ("nightly", "pr-canary"):
         doc = example(stem)
         history, pages = doc["jobs"]["history"], doc["jobs"]["pages"]
-        ledger = {"checks": "read"} if stem == "pr-canary" else {}  # a push's merged pull request: its check run
+        # a push's merged pull request, and its check run
+        ledger = {"checks": "read", "pull-requests": "read"} if stem == "pr-canary" else {}
         assert history["permissions"] == {"actions": "read", "contents": "write", **ledger}
+        # never a group shared between runs: a pending history job cancelled by a newer one would lose its run
+        group = history.get("concurrency", {}).get("group", "${{ github.run_id }}")
+        assert "${{ github.run_id }}" in group
         assert history["runs-on"] == "ubuntu-latest"
         (checkout,) = checkouts(history)
         assert checkout_ref(checkout) == "${{ github.event.repository.default_branch }}"

@@ -43,7 +43,10 @@ def test_a_written_history_reads_back_equal(tmp_path: Path) -> None:
         ({"figures": {"step_time_s": float("nan")}}, "line 2: figures.step_time_s: Input should be a finite number"),
         ({"verdict": "fine"}, "line 2: verdict: Input should be"),
         ({"env": {"gpu": "x" * 201}}, "line 2: env.gpu: String should have at most 200 characters"),
-        ({"unknown": 1}, "line 2: unknown: Extra inputs are not permitted"),
+        ({"unknown": 1}, "line 2: unknown: a key this version does not know"),
+        ({"\x1b]8;;https://evil\x1b\\" + HOSTILE: 1}, "line 2: ?: a key this version does not know"),
+        ({"kind": HOSTILE + "\x1b[2J"}, "line 2: kind: not entry or month"),
+        ({"date": "2025-13-40T99:99:99Z"}, "line 2: date: Value error, not a real UTC time"),
         ({"run_id": 10**40}, "line 2: run_id: Input should be less than or equal to"),
     ],
 )
@@ -59,6 +62,7 @@ def test_a_bad_line_is_left_out_with_a_note_that_quotes_none_of_it(
     assert len(history.notes) == 1
     assert history.notes[0].startswith(said), history.notes
     assert "<" not in history.notes[0]
+    assert all(c.isprintable() for c in history.notes[0])
     assert "x" * 50 not in history.notes[0]
 
 
@@ -268,3 +272,28 @@ def test_a_pairs_effects_travel_hidden_in_its_check_run_text_and_are_read_back_s
     assert effects_from_text(f"<!-- rlhf-canary:effects {many} -->") is None
     assert effects_from_text("<!-- rlhf-canary:effects [not json] -->") is None
     assert effects_from_text("no marker") is None
+
+
+def test_a_line_of_a_newer_schema_is_kept_as_it_is_never_dropped(tmp_path: Path) -> None:
+    first, second = make_entries(2)
+    newer = json.dumps({**json.loads(first.model_dump_json()), "schema_version": 2, "new_field": [1, 2]})
+    path = tmp_path / "history.jsonl"
+    path.write_text(first.model_dump_json() + "\n" + newer + "\n", encoding="utf-8")
+    notes = append_entry(path, second)
+    assert notes == ["line 2: written by a newer rlhf-canary (schema_version above 1): kept as it is, not drawn"]
+    assert newer in path.read_text(encoding="utf-8").splitlines()
+    assert read_history(path).entries == [first, second]
+
+
+def test_what_the_reader_would_refuse_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from canary_action.history import store
+
+    path = tmp_path / "history.jsonl"
+    entries = make_entries(30)
+    write_entries(path, entries[:29])
+    before = path.read_bytes()
+    monkeypatch.setattr(store, "MAX_FILE_BYTES", len(before) + 100)  # the 30th entry would pass it
+    with pytest.raises(HistoryError, match=r"over the [0-9,]+ a history or the 524,288 a line may hold") as refused:
+        append_entry(path, entries[29])
+    assert "--keep" in refused.value.fix
+    assert path.read_bytes() == before

@@ -74,6 +74,13 @@ def test_every_chart_draws_every_run_and_every_point_links_to_its_commit(site: P
     assert step.count('<g class="env">') == 1  # torch 2.13.0 -> 2.14.0, halfway
     assert "environment changed: torch 2.13.0 -&gt; 2.14.0" in step
     assert '<polygon class="band"' in step  # the noise band
+    table = text[text.index('id="chart-step_time_s-figure"') :]
+    table = table[: table.index("</table>")]
+    for entry in entries:  # each value's row links its commit, workflow run and merged pull request
+        assert f'<a href="https://github.com/{REPOSITORY}/actions/runs/{entry.run_id}">run {entry.run_id}</a>' in table
+        if entry.pull_request is not None:
+            pull = f"https://github.com/{REPOSITORY}/pull/{entry.pull_request.number}"
+            assert f'<a href="{pull}">pull request #{entry.pull_request.number}</a>' in table
 
 
 def test_the_ledger_lists_every_merged_pull_request_and_sums_their_effects(site: Path) -> None:
