@@ -37,13 +37,13 @@ from canary_action.github.context import PR_EVENTS
 from canary_action.github.history_branch import HistoryBranch
 from canary_action.github.inputs import FULL_SHA
 from canary_action.github.publish import check_name
-from canary_action.github.step import RESULT_FILE, Step, default_artifact, fetch_for, read_config
+from canary_action.github.step import RESULT_FILE, Step, bisect_artifact, default_artifact, fetch_for, read_config
 from canary_action.metrics.io import METRICS_FILE
-from canary_action.report.escape import slug
+from canary_action.report.escape import one_line, slug
 
 if TYPE_CHECKING:
     from canary_action.config.load import LoadedConfig
-    from canary_action.history.record import Effect, Entry, Event, PullRequest
+    from canary_action.history.record import Bisect, Effect, Entry, Event, PullRequest
 
 SITE_DIR: Final = "history-site"
 _EVENTS: Final[dict[str, Event]] = {"push": "push", "schedule": "schedule", "workflow_dispatch": "workflow_dispatch"}
@@ -178,9 +178,33 @@ def _entry(step: Step, measured: Path, event: Event, sha: str, config_name: str)
 
     try:
         return entry_from_output(measured, repository=step.runner.repository, event=event, commit=sha,
-                                 run_id=step.runner.run_id, pull_request=_merged(step, sha, config_name))  # fmt: skip
+                                 run_id=step.runner.run_id, pull_request=_merged(step, sha, config_name),
+                                 bisect=_bisect_of(step, sha, config_name))  # fmt: skip
     except HistoryError as e:
         raise ArtifactError(f"the measured run: {e.message}", fix=e.fix) from e
+
+
+def _bisect_of(step: Step, sha: str, config_name: str) -> Bisect | None:
+    """The bisect of this run's regression, when the run has one (nightly.yml's bisect job, before this one): the
+    first commit it named, and its one-line summary. A bisect artifact that does not read is a warning, not a lost
+    history entry."""
+    from canary_action.github.bisect_report import read_bisect
+    from canary_action.history.record import Bisect
+
+    run_id = step.inputs.measured_run_id or step.runner.run_id
+    name = bisect_artifact(config_name)
+    runs = RunArtifacts(step.client, step.runner.repository)
+    found = runs.find({"id": run_id, "html_url": None}, name, [])
+    if found is None:
+        return None
+    try:
+        result = read_bisect(runs.unpack(found, step.out_dir / "bisect" / slug(name)), f"artifact {name}")
+    except (BaselineError, ArtifactError) as error:
+        step.log.annotate("warning", f"the run's bisect was not recorded: {error.message}", title="rlhf-canary history")
+        return None
+    if result.bad.sha != sha or not result.findings:
+        return None  # another commit's bisect, or one that named none
+    return Bisect(bad_commit=result.findings[0].commits[0].sha, summary=one_line(result.summary, 200))
 
 
 def _merged(step: Step, sha: str, config_name: str) -> PullRequest | None:

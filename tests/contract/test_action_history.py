@@ -221,3 +221,20 @@ def test_the_measured_branch_is_never_the_history_branch(runner: Runner, fake_gi
     assert done.code == 2
     assert "history-branch is master, the branch this run measured" in done.log
     assert git_writes(fake_github) == []
+
+
+def test_the_nights_bisect_is_marked_on_its_entry(runner: Runner, fake_github: FakeGitHub) -> None:
+    from tests.contract.test_action_bisect import artifact_of, bisect_result
+
+    baselines(fake_github, 2)
+    night = "b" * 40  # bisect_result()'s bad commit: the night that regressed
+    run_id = nightly(runner, fake_github, night)
+    found = bisect_result(subject='slow <script>alert(1)</script> the loader')
+    fake_github.add_artifact(run_id, name="rlhf-canary-bisect-sft-smoke", content=artifact_of(found))
+    done = record(runner, run_id)
+    assert done.code == 0, done.log[-3000:]
+    [entry] = lines(fake_github)
+    assert entry["bisect"] == {"bad_commit": "c" * 40, "summary": found.summary}
+    page = (runner.workspace / done.outputs["history-site"] / "config-sft-smoke.html").read_text(encoding="utf-8")
+    assert "<script>alert(1)" not in page
+    assert f"https://github.com/{REPO}/commit/{'c' * 40}" in page  # the marker links the bad commit
