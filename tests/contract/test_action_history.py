@@ -229,7 +229,7 @@ def test_the_nights_bisect_is_marked_on_its_entry(runner: Runner, fake_github: F
     baselines(fake_github, 2)
     night = "b" * 40  # bisect_result()'s bad commit: the night that regressed
     run_id = nightly(runner, fake_github, night)
-    found = bisect_result(subject='slow <script>alert(1)</script> the loader')
+    found = bisect_result(subject="slow <script>alert(1)</script> the loader")
     fake_github.add_artifact(run_id, name="rlhf-canary-bisect-sft-smoke", content=artifact_of(found))
     done = record(runner, run_id)
     assert done.code == 0, done.log[-3000:]
