@@ -64,6 +64,7 @@ def test_every_chart_renders_its_points_and_a_point_opens_its_commit(site: Path,
     page = opened.open(site / "index.html")
     assert page.locator(".card").count() == 2
     page.click("text=canary-0")
+    page.wait_for_load_state("load")  # the click commits the navigation; the page is whole only at its load event
     assert page.url.endswith(page_name("canary-0"))
     entries = [e for e in make_entries(RUNS, configs=2) if e.config == "canary-0"]
     charts = page.locator("svg.chart")
