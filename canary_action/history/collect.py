@@ -1,5 +1,5 @@
 """History lines from what a run wrote: its result.json and metrics.json (`canary history append`, the action's
-history step), or every result.json of a folder of downloaded artifacts (`canary history build --artifacts`).
+history step), or every result.json of a folder of downloaded artifacts (`canary history build FOLDER`).
 
 Figures come from the run's own summaries, the ones its checks judged; a merged pull request's effects come from
 its lockstep pair's result.json, as its report judged them.
