@@ -15,6 +15,7 @@ from canary_action.config.thresholds import Thresholds, Tier
 from canary_action.metrics.pair import CodeDiff
 from canary_action.metrics.schema import Distributed
 
+RESULT_FILE: Final = "result.json"
 RESULT_SCHEMA_VERSION: Final = 4
 #: Versions `canary report` reads: 2 added `pairing`; 3 added the pairing's commits, code diff and allocator, the
 #: suspect category `code` and the check `gpu_time`; 4 `numerics`, `heldout` and the checks of the same names;

@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from canary_action.compare.result import RESULT_FILE
 from canary_action.errors import (
     ArtifactError,
     BaselineError,
@@ -37,7 +38,7 @@ from canary_action.github.context import PR_EVENTS
 from canary_action.github.history_branch import HistoryBranch
 from canary_action.github.inputs import FULL_SHA
 from canary_action.github.publish import check_name
-from canary_action.github.step import RESULT_FILE, Step, bisect_artifact, default_artifact, fetch_for, read_config
+from canary_action.github.step import Step, bisect_artifact, default_artifact, fetch_for, read_config
 from canary_action.metrics.io import METRICS_FILE
 from canary_action.report.escape import one_line, slug
 

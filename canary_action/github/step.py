@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from canary_action.compare.result import CompareResult, Verdict
+from canary_action.compare.result import RESULT_FILE, CompareResult, Verdict
 from canary_action.errors import CanaryError, GitHubError, UsageError
 from canary_action.github.baseline_fetch import FetchedBaselines, fetch_baselines
 from canary_action.github.client import GitHubClient
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from canary_action.report.templates import Templates
 
 ARTIFACT_PREFIX: Final = "rlhf-canary-"
-RESULT_FILE: Final = "result.json"
 CHECK_TEXT_MAX: Final = 65_535  # GitHub's limit on a check run's output text
 REPORT_FILE: Final = "report.md"
 

@@ -14,17 +14,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Annotated, Final, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from canary_action.compare.result import CompareResult
+from canary_action.compare.result import RESULT_FILE, CompareResult
 from canary_action.errors import CanaryError, HistoryError
 from canary_action.history.record import Bisect, Effect, Entry, Environment, Event, Figures, PullRequest
 from canary_action.metrics.heldout import METRICS
-from canary_action.metrics.schema import Metrics
+from canary_action.metrics.schema import Metrics, Summary
 
-RESULT_FILE: Final = "result.json"
 _REMAKE: Final = "pass a result.json and metrics.json that `canary` wrote"
 EFFECTS_MARKER: Final = "rlhf-canary:effects"
 _EFFECTS: Final = re.compile(r"<!-- rlhf-canary:effects (\[[^\n]{0,8000}?\]) -->")
@@ -119,9 +118,16 @@ def entry_from_result(
             fix="pass --commit SHA, the commit it measured",
         )
     started = (metrics.run.started_at if metrics is not None else None) or result.current.started_at
+    summary = metrics.summary if metrics is not None else None
+    memory, device = _memory(summary)
     try:
-        return _new_entry(result, metrics, repository=repository, event=event, commit=commit, run_id=run_id,
-                          pull_request=pull_request, bisect=bisect, started=started)  # fmt: skip
+        return Entry(
+            repository=repository, config=result.current.config_name, commit=commit, date=_utc(started),
+            event=event, run_id=run_id, verdict=result.verdict,
+            failed=[c.name for c in result.checks if c.status == "fail"], figures=_figures(metrics, memory),
+            env=_environment(metrics), memory_device=device, heldout_label=_heldout_label(metrics),
+            pull_request=pull_request, bisect=bisect,
+        )  # fmt: skip
     except ValidationError as error:
         first = error.errors(include_input=False, include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -132,40 +138,26 @@ def entry_from_result(
         ) from None
 
 
-def _new_entry(
-    result: CompareResult, metrics: Metrics | None, *, repository: str, event: Event, commit: str,
-    run_id: int | None, pull_request: PullRequest | None, bisect: Bisect | None, started: str | None,
-) -> Entry:  # fmt: skip
-    return Entry(
-        repository=repository, config=result.current.config_name, commit=commit, date=_utc(started), event=event,
-        run_id=run_id, verdict=result.verdict, failed=[c.name for c in result.checks if c.status == "fail"],
-        figures=_figures(metrics), env=_environment(metrics),
-        memory_device=_memory_device(metrics), heldout_label=_heldout_label(metrics),
-        pull_request=pull_request, bisect=bisect,
-    )  # fmt: skip
+def _memory(summary: Summary | None) -> tuple[float | None, Literal["gpu", "host"] | None]:
+    """The run's peak memory and where: the GPU's reserved memory when measured, else the host's peak RSS."""
+    if summary is not None and summary.peak_reserved_mib is not None:
+        return summary.peak_reserved_mib, "gpu"
+    if summary is not None and summary.host_peak_rss_mib is not None:
+        return summary.host_peak_rss_mib, "host"
+    return None, None
 
 
-def _figures(metrics: Metrics | None) -> Figures:
+def _figures(metrics: Metrics | None, memory: float | None) -> Figures:
     summary = metrics.summary if metrics is not None else None
     if summary is None:
         return Figures()
     step = summary.step_time_s
-    memory = summary.peak_reserved_mib if summary.peak_reserved_mib is not None else summary.host_peak_rss_mib
     end = metrics.heldout.end if metrics is not None and metrics.heldout is not None else None
     return Figures(
         step_time_s=step.median if step else None, step_time_noise_s=step.mad if step else None,
         tokens_per_s=summary.tokens_per_s, memory_mib=memory, gpu_time_s=summary.gpu_busy_median_s,
         heldout=end.value if end is not None else None, tail_loss=summary.tail_mean_loss,
     )  # fmt: skip
-
-
-def _memory_device(metrics: Metrics | None) -> str | None:
-    summary = metrics.summary if metrics is not None else None
-    if summary is None:
-        return None
-    if summary.peak_reserved_mib is not None:
-        return "gpu"
-    return "host" if summary.host_peak_rss_mib is not None else None
 
 
 def _heldout_label(metrics: Metrics | None) -> str | None:

@@ -117,11 +117,16 @@ class Figures(Line):
     tail_loss: Figure | None = Field(None, description="Mean finite loss over the last 10 % of steps.")
 
 
-class Entry(Line):
-    kind: Literal["entry"] = "entry"
+class _OfConfig(Line):
+    """What every line says first: its version, and whose history it is."""
+
     schema_version: Literal[1] = HISTORY_SCHEMA_VERSION
     repository: Repository
     config: ConfigName
+
+
+class Entry(_OfConfig):
+    kind: Literal["entry"] = "entry"
     commit: Commit
     date: Date = Field(description="When the run started, UTC.")
     event: Event
@@ -136,13 +141,10 @@ class Entry(Line):
     bisect: Bisect | None = None
 
 
-class MonthSummary(Line):
+class MonthSummary(_OfConfig):
     """A month's entries of one config rolled into one line: medians, counts and the pull requests' ledger."""
 
     kind: Literal["month"] = "month"
-    schema_version: Literal[1] = HISTORY_SCHEMA_VERSION
-    repository: Repository
-    config: ConfigName
     month: Month
     num_runs: int = Field(ge=1, le=10**6)
     num_regressions: int = Field(ge=0, le=10**6)
